@@ -1,0 +1,145 @@
+import { z } from 'zod';
+
+/** Roles a request message may carry. */
+export const REQUEST_MESSAGE_ROLES = ['system', 'user', 'assistant', 'tool', 'function', 'developer'] as const;
+export const RequestMessageRole = z.enum(REQUEST_MESSAGE_ROLES);
+export type RequestMessageRole = z.infer<typeof RequestMessageRole>;
+
+/** Values of `finish_reason` besides null. */
+export const FINISH_REASONS = ['stop', 'length', 'tool_calls', 'content_filter'] as const;
+export const FinishReason = z.enum(FINISH_REASONS);
+export type FinishReason = z.infer<typeof FinishReason>;
+
+/** Generic wire bounds of the request; a catalog model may narrow them further. */
+export const WIRE_BOUNDS = {
+  temperature: { min: 0, max: 2 },
+  top_p: { min: 0, max: 1 },
+  presence_penalty: { min: -2, max: 2 },
+  frequency_penalty: { min: -2, max: 2 },
+  max_tokens: { min: 1 },
+  max_completion_tokens: { min: 1 },
+  n: { min: 1 },
+  top_logprobs: { min: 0 },
+} as const;
+
+const looseObject = z.record(z.string(), z.unknown());
+
+export const RequestMessage = z.object({
+  role: RequestMessageRole,
+  content: z.union([z.string(), z.array(z.unknown())]).nullish(),
+  name: z.string().optional(),
+  tool_calls: z.array(looseObject).optional(),
+  tool_call_id: z.string().optional(),
+});
+export type RequestMessage = z.infer<typeof RequestMessage>;
+
+export const StreamOptions = z.looseObject({
+  include_usage: z.boolean().nullish(),
+});
+export type StreamOptions = z.infer<typeof StreamOptions>;
+
+/**
+ * The request body of `POST /chat/completions`. Fields outside the spec's table are stripped,
+ * so they are never forwarded to an engine.
+ */
+export const CreateChatCompletionRequest = z.object({
+  model: z.string().min(1),
+  messages: z.array(RequestMessage).min(1),
+  max_tokens: z.number().int().min(WIRE_BOUNDS.max_tokens.min).nullish(),
+  max_completion_tokens: z.number().int().min(WIRE_BOUNDS.max_completion_tokens.min).nullish(),
+  temperature: z.number().min(WIRE_BOUNDS.temperature.min).max(WIRE_BOUNDS.temperature.max).nullish(),
+  top_p: z.number().min(WIRE_BOUNDS.top_p.min).max(WIRE_BOUNDS.top_p.max).nullish(),
+  top_k: z.number().int().nullish(),
+  n: z.number().int().min(WIRE_BOUNDS.n.min).nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: StreamOptions.nullish(),
+  presence_penalty: z
+    .number()
+    .min(WIRE_BOUNDS.presence_penalty.min)
+    .max(WIRE_BOUNDS.presence_penalty.max)
+    .nullish(),
+  frequency_penalty: z
+    .number()
+    .min(WIRE_BOUNDS.frequency_penalty.min)
+    .max(WIRE_BOUNDS.frequency_penalty.max)
+    .nullish(),
+  seed: z.number().int().nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.number().int().min(WIRE_BOUNDS.top_logprobs.min).nullish(),
+  logit_bias: z.record(z.string(), z.number()).nullish(),
+  response_format: looseObject.nullish(),
+  reasoning_effort: z.string().nullish(),
+  tools: z.array(looseObject).optional(),
+  tool_choice: z.union([z.string(), looseObject]).nullish(),
+  user: z.string().optional(),
+});
+export type CreateChatCompletionRequest = z.infer<typeof CreateChatCompletionRequest>;
+
+export const CompletionTokensDetails = z.looseObject({
+  reasoning_tokens: z.number().int().optional(),
+});
+
+export const Usage = z.object({
+  prompt_tokens: z.number().int(),
+  completion_tokens: z.number().int(),
+  total_tokens: z.number().int(),
+  prompt_tokens_details: looseObject.nullish(),
+  completion_tokens_details: CompletionTokensDetails.nullish(),
+});
+export type Usage = z.infer<typeof Usage>;
+
+export const ResponseMessage = z.object({
+  role: z.literal('assistant'),
+  content: z.string().nullish(),
+  reasoning_content: z.string().nullish(),
+  tool_calls: z.array(looseObject).nullish(),
+});
+export type ResponseMessage = z.infer<typeof ResponseMessage>;
+
+export const Choice = z.object({
+  index: z.number().int(),
+  message: ResponseMessage,
+  logprobs: looseObject.nullish(),
+  finish_reason: FinishReason.nullable(),
+});
+export type Choice = z.infer<typeof Choice>;
+
+export const ChatCompletionResponse = z.object({
+  id: z.string(),
+  object: z.literal('chat.completion'),
+  created: z.number().int(),
+  model: z.string(),
+  choices: z.array(Choice),
+  usage: Usage.optional(),
+});
+export type ChatCompletionResponse = z.infer<typeof ChatCompletionResponse>;
+
+export const Delta = z.object({
+  role: z.string().nullish(),
+  content: z.string().nullish(),
+  reasoning_content: z.string().nullish(),
+  tool_calls: z.array(looseObject).nullish(),
+});
+export type Delta = z.infer<typeof Delta>;
+
+export const ChunkChoice = z.object({
+  index: z.number().int(),
+  delta: Delta,
+  logprobs: looseObject.nullish(),
+  finish_reason: FinishReason.nullish(),
+});
+export type ChunkChoice = z.infer<typeof ChunkChoice>;
+
+export const ChatCompletionChunk = z.object({
+  id: z.string(),
+  object: z.literal('chat.completion.chunk'),
+  created: z.number().int(),
+  model: z.string(),
+  choices: z.array(ChunkChoice),
+  usage: Usage.nullish(),
+});
+export type ChatCompletionChunk = z.infer<typeof ChatCompletionChunk>;
+
+/** The literal last line of every successful stream; it is not JSON. */
+export const SSE_DONE_LINE = 'data: [DONE]';

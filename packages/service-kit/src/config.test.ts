@@ -1,0 +1,37 @@
+import { z } from 'zod';
+import { ConfigError, envBoolean, loadConfig } from '@tollway/service-kit';
+
+const schema = z.object({
+  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  maxSessions: z.coerce.number().int().min(1).default(1000),
+  allowCustomIds: envBoolean.default(false),
+});
+const sources = {
+  port: { env: 'PORT', flag: 'port' },
+  maxSessions: { env: 'MAX_SESSIONS', flag: 'max-sessions' },
+  allowCustomIds: { env: 'ALLOW_CUSTOM_IDS', flag: 'allow-custom-ids', boolean: true },
+};
+
+describe('loadConfig', () => {
+  it('applies schema defaults when nothing is set', () => {
+    expect(loadConfig(schema, sources, { env: {}, argv: [] })).toEqual({ port: 8080, maxSessions: 1000, allowCustomIds: false });
+  });
+
+  it('reads the environment and lets flags win over it', () => {
+    const config = loadConfig(schema, sources, {
+      env: { PORT: '9000', MAX_SESSIONS: '5' },
+      argv: ['--max-sessions=7', '--allow-custom-ids'],
+    });
+    expect(config).toEqual({ port: 9000, maxSessions: 7, allowCustomIds: true });
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('names the variable and flag of a bad value', () => {
+    expect(() => loadConfig(schema, sources, { env: { MAX_SESSIONS: 'lots' }, argv: [] })).toThrow(/MAX_SESSIONS \(--max-sessions\)/);
+  });
+
+  it('refuses unknown options and options without a value', () => {
+    expect(() => loadConfig(schema, sources, { env: {}, argv: ['--nope'] })).toThrow(ConfigError);
+    expect(() => loadConfig(schema, sources, { env: {}, argv: ['--port'] })).toThrow(/needs a value/);
+  });
+});

@@ -1,0 +1,81 @@
+import { z } from 'zod';
+
+/** Thrown when the environment or flags do not fit a service's config schema. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+/** How one config field is read: its environment variable and, optionally, its command-line flag. */
+export interface ConfigSource {
+  env: string;
+  /** Flag name without dashes, e.g. `max-sessions` for `--max-sessions 10` or `--max-sessions=10`. */
+  flag?: string;
+  /** A flag that takes no value (`--allow-custom-ids`) reads as `true`. */
+  boolean?: boolean;
+}
+
+/**
+ * Parses config once: each field of `schema` is read from its flag (first) or environment
+ * variable, then validated. A bad or missing value throws a ConfigError naming the variable.
+ * The result is frozen.
+ */
+export function loadConfig<S extends z.ZodObject>(
+  schema: S,
+  sources: { [K in keyof z.infer<S>]: ConfigSource },
+  input: { env?: NodeJS.ProcessEnv; argv?: readonly string[] } = {},
+): Readonly<z.infer<S>> {
+  const env = input.env ?? process.env;
+  const argv = input.argv ?? process.argv.slice(2);
+  const flags = parseFlags(argv, sources as Record<string, ConfigSource>);
+  const raw: Record<string, unknown> = {};
+  for (const [key, source] of Object.entries(sources as Record<string, ConfigSource>)) {
+    const value = source.flag !== undefined && flags.has(source.flag) ? flags.get(source.flag) : env[source.env];
+    if (value !== undefined && value !== '') raw[key] = value;
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => {
+      const key = String(issue.path[0] ?? '');
+      const source = (sources as Record<string, ConfigSource>)[key];
+      const name = source ? (source.flag ? `${source.env} (--${source.flag})` : source.env) : key;
+      return `${name}: ${issue.message}`;
+    });
+    throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
+  }
+  return Object.freeze(parsed.data);
+}
+
+function parseFlags(argv: readonly string[], sources: Record<string, ConfigSource>): Map<string, string> {
+  const known = new Map<string, ConfigSource>();
+  for (const source of Object.values(sources)) if (source.flag) known.set(source.flag, source);
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (!arg.startsWith('--')) throw new ConfigError(`Unexpected argument "${arg}"`);
+    const [name, inline] = splitFlag(arg.slice(2));
+    const source = known.get(name);
+    if (!source) throw new ConfigError(`Unknown option --${name}`);
+    if (inline !== undefined) flags.set(name, inline);
+    else if (source.boolean) flags.set(name, 'true');
+    else {
+      const next = argv[i + 1];
+      if (next === undefined || next.startsWith('--')) throw new ConfigError(`Option --${name} needs a value`);
+      flags.set(name, next);
+      i++;
+    }
+  }
+  return flags;
+}
+
+function splitFlag(flag: string): [string, string | undefined] {
+  const eq = flag.indexOf('=');
+  return eq === -1 ? [flag, undefined] : [flag.slice(0, eq), flag.slice(eq + 1)];
+}
+
+/** A boolean read from the environment: `true/false/1/0/yes/no`, anything else is an error. */
+export const envBoolean = z
+  .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
+  .transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
