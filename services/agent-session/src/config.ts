@@ -1,0 +1,94 @@
+import { z } from 'zod';
+import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
+
+/**
+ * Fields both process kinds (API and worker) read, so `worker-config.ts` spreads them into its
+ * own schema: `z.object({ ...SHARED_CONFIG_FIELDS, ... })` with `{ ...SHARED_CONFIG_SOURCES, ... }`.
+ */
+export const SHARED_CONFIG_FIELDS = {
+  /** Redis the sessions, the queue and the accounts live in; default `redis://127.0.0.1:6379`. */
+  redisUrl: z.string().min(1).default('redis://127.0.0.1:6379'),
+  /** Prefix of every Redis key and channel; default `tollway:`. */
+  redisPrefix: z.string().default('tollway:'),
+  /** winston log level; default `info`. */
+  logLevel: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
+};
+
+/** Where the shared fields are read from. */
+export const SHARED_CONFIG_SOURCES = {
+  redisUrl: { env: 'REDIS_URL', flag: 'redis-url' },
+  redisPrefix: { env: 'REDIS_PREFIX', flag: 'redis-prefix' },
+  logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
+} satisfies Record<keyof typeof SHARED_CONFIG_FIELDS, ConfigSource>;
+
+const apiSchema = z.object({
+  ...SHARED_CONFIG_FIELDS,
+  /** Listening port; default 8081 (0 picks a free one). */
+  port: z.coerce.number().int().min(0).max(65535).default(8081),
+  /** Listening address; default `0.0.0.0`. */
+  host: z.string().min(1).default('0.0.0.0'),
+  /** Seconds of inactivity after which idle and errored sessions are swept; 0 (default) turns the sweep off. */
+  ttlSeconds: z.coerce.number().min(0).default(0),
+  /** How often the TTL sweeper runs, in ms; default a quarter of the TTL, clamped to 250–5000. */
+  sweepIntervalMs: z.coerce.number().int().min(10).optional(),
+  /** Cap on the number of sessions held (all organizations together); default 10 000. */
+  maxSessions: z.coerce.number().int().min(1).default(10_000),
+  /** Enables `PUT /sessions/{id}` with client-chosen UUIDs; default false. */
+  allowCustomIds: envBoolean.default(false),
+  /** Bearer-key authentication of the session endpoints; default true (`SESSIONS_AUTH=false` turns it off). */
+  auth: envBoolean.default(true),
+  /** `--no-auth`: turns authentication off for local development; default false. */
+  noAuth: envBoolean.default(false),
+  /** Runs one worker inside the API process (quickstart); default false. */
+  embeddedWorker: envBoolean.default(false),
+  /** Largest accepted request body in bytes; default 10 MiB (room for a `base64_image`). */
+  maxBodyBytes: z.coerce.number().int().min(1024).default(10 * 1024 * 1024),
+});
+
+const apiSources = {
+  ...SHARED_CONFIG_SOURCES,
+  port: { env: 'SESSIONS_PORT', flag: 'port' },
+  host: { env: 'SESSIONS_HOST', flag: 'host' },
+  ttlSeconds: { env: 'SESSION_TTL_SECONDS', flag: 'ttl' },
+  sweepIntervalMs: { env: 'SESSION_SWEEP_INTERVAL_MS', flag: 'sweep-interval-ms' },
+  maxSessions: { env: 'MAX_SESSIONS', flag: 'max-sessions' },
+  allowCustomIds: { env: 'ALLOW_CUSTOM_IDS', flag: 'allow-custom-ids', boolean: true },
+  auth: { env: 'SESSIONS_AUTH' },
+  noAuth: { env: 'SESSIONS_NO_AUTH', flag: 'no-auth', boolean: true },
+  embeddedWorker: { env: 'EMBEDDED_WORKER', flag: 'embedded-worker', boolean: true },
+  maxBodyBytes: { env: 'SESSIONS_MAX_BODY_BYTES', flag: 'max-body-bytes' },
+} satisfies Record<keyof z.infer<typeof apiSchema>, ConfigSource>;
+
+/** The API process's configuration. */
+export interface ApiConfig {
+  redisUrl: string;
+  redisPrefix: string;
+  logLevel: string;
+  port: number;
+  host: string;
+  /** TTL sweep period in seconds; 0 = never sweep. */
+  ttlSeconds: number;
+  /** Sweeper period in ms (derived from the TTL unless set). */
+  sweepIntervalMs: number;
+  maxSessions: number;
+  allowCustomIds: boolean;
+  /** True unless `--no-auth` or `SESSIONS_AUTH=false`. */
+  authEnabled: boolean;
+  embeddedWorker: boolean;
+  maxBodyBytes: number;
+}
+
+/** Parses the API's flags and environment once; throws a ConfigError naming a bad value. */
+export function loadApiConfig(input: { env?: NodeJS.ProcessEnv; argv?: readonly string[] } = {}): Readonly<ApiConfig> {
+  const { auth, noAuth, sweepIntervalMs, ...rest } = loadConfig(apiSchema, apiSources, input);
+  return Object.freeze({
+    ...rest,
+    authEnabled: auth && !noAuth,
+    sweepIntervalMs: sweepIntervalMs ?? defaultSweepIntervalMs(rest.ttlSeconds),
+  });
+}
+
+/** A quarter of the TTL, clamped to 250–5000 ms, so a session outlives its TTL by at most a few seconds. */
+export function defaultSweepIntervalMs(ttlSeconds: number): number {
+  return Math.min(5000, Math.max(250, Math.round((ttlSeconds * 1000) / 4)));
+}

@@ -1,0 +1,35 @@
+import { LuaScript } from '../lua-script';
+
+/**
+ * Ends a turn compare-and-set: only while the session is running this very turn. Success
+ * appends the turn's messages and goes idle with `response`; error goes to error with the
+ * message and appends nothing. Publishes the session event that wakes long-polls.
+ *
+ * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset
+ * ARGV[1] session id, ARGV[2] turn id, ARGV[3] now (ms), ARGV[4] events channel,
+ * ARGV[5] 'success' | 'error', ARGV[6] response JSON (success) or error message (error),
+ * ARGV[7..] messages to append (success), one JSON message each
+ * returns 'applied', or 'stale' when the session is gone or runs another turn (nothing written)
+ */
+export const finishTurnScript = new LuaScript(
+  `
+local s = redis.call('HMGET', KEYS[1], 'status', 'turn_id')
+if s[1] ~= 'running' or s[2] ~= ARGV[2] then return 'stale' end
+local status = 'error'
+if ARGV[5] == 'success' then
+  status = 'idle'
+  for i = 7, #ARGV, 1000 do
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  end
+  redis.call('HSET', KEYS[1], 'status', 'idle', 'response', ARGV[6], 'updated_at', ARGV[3])
+else
+  redis.call('HSET', KEYS[1], 'status', 'error', 'error', ARGV[6], 'updated_at', ARGV[3])
+end
+redis.call('HDEL', KEYS[1], 'turn_id', 'started_at')
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+redis.call('PUBLISH', ARGV[4], cjson.encode({ session_id = ARGV[1], status = status }))
+return 'applied'
+`,
+  4,
+);

@@ -1,0 +1,236 @@
+import type { Redis } from 'ioredis';
+import type { ChatMessage, SessionStatus } from '@tollway/contracts';
+import { createSessionScript } from './lua/create-session.script';
+import { deleteSessionScript } from './lua/delete-session.script';
+import { finishTurnScript } from './lua/finish-turn.script';
+import { startTurnScript } from './lua/start-turn.script';
+import { sessionEventsChannel, sessionKeys, turnCancelChannel, type SessionKeys } from './session-keys';
+
+export { sessionEventsChannel, turnCancelChannel } from './session-keys';
+
+/** One history item as stored: a ChatMessage plus the tool-turn and image fields when present. */
+export interface StoredMessage extends ChatMessage {
+  tool_calls?: Array<Record<string, unknown>>;
+  tool_call_id?: string;
+  name?: string;
+  base64_image?: string;
+}
+
+/** A session as the API shows it. `org` is null for sessions created without auth. */
+export interface SessionRecord {
+  sessionId: string;
+  status: SessionStatus;
+  org: string | null;
+  response: ChatMessage | null;
+  error: string | null;
+}
+
+/** One line of `GET /sessions`. */
+export interface SessionListItem {
+  sessionId: string;
+  status: SessionStatus;
+  totalMessages: number;
+}
+
+/** How a turn ended, as the worker reports it. */
+export type TurnOutcome =
+  | { kind: 'success'; append: StoredMessage[]; response: ChatMessage }
+  | { kind: 'error'; error: string };
+
+/** Result of a create: `created`, `exists` (PUT of a taken id) or `limit` (the cap is reached). */
+export type CreateResult = 'created' | 'exists' | 'limit';
+
+/** Result of a send: `ok` (now running), `missing` (absent or another org's) or `busy` (already running). */
+export type StartTurnResult = 'ok' | 'missing' | 'busy';
+
+/** Options of SessionStore. */
+export interface SessionStoreOptions {
+  redis: Redis;
+  /** Key prefix, e.g. `tollway:`. */
+  prefix: string;
+  /** Unix ms; injectable so TTL tests need no sleeping. Default `Date.now`. */
+  clock?: () => number;
+}
+
+const ORG_NONE = '';
+const SWEEP_BATCH = 500;
+
+/**
+ * The Redis-backed session store shared by the API and the workers. Every transition is one
+ * Lua script (atomic); reads are single round trips. All org-scoped calls treat a session of
+ * another organization exactly like a missing one.
+ */
+export class SessionStore {
+  readonly prefix: string;
+  private readonly redis: Redis;
+  private readonly keys: SessionKeys;
+  private readonly clock: () => number;
+  private readonly eventsChannel: string;
+  private readonly cancelChannel: string;
+
+  constructor(options: SessionStoreOptions) {
+    this.redis = options.redis;
+    this.prefix = options.prefix;
+    this.keys = sessionKeys(options.prefix);
+    this.clock = options.clock ?? Date.now;
+    this.eventsChannel = sessionEventsChannel(options.prefix);
+    this.cancelChannel = turnCancelChannel(options.prefix);
+  }
+
+  /** Creates an idle session with `history` preloaded; never exceeds `maxSessions`, even under concurrent creates. */
+  async create(sessionId: string, org: string | null, history: StoredMessage[], maxSessions: number): Promise<CreateResult> {
+    const result = await createSessionScript.run(
+      this.redis,
+      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.running, this.keys.org(org)],
+      [sessionId, org ?? ORG_NONE, this.clock(), maxSessions, ...history.map((message) => JSON.stringify(message))],
+    );
+    return result === 1 ? 'created' : result === 0 ? 'exists' : 'limit';
+  }
+
+  /** The session if it exists and belongs to `org`, else null. */
+  async get(sessionId: string, org: string | null): Promise<SessionRecord | null> {
+    const [status, owner, response, error] = await this.redis.hmget(
+      this.keys.session(sessionId),
+      'status',
+      'org',
+      'response',
+      'error',
+    );
+    if (!status || owner !== (org ?? ORG_NONE)) return null;
+    return {
+      sessionId,
+      status: status as SessionStatus,
+      org,
+      response: status === 'idle' && response ? (JSON.parse(response) as ChatMessage) : null,
+      error: status === 'error' ? (error ?? null) : null,
+    };
+  }
+
+  /** The full history, oldest first, or null when the session is absent or another org's. */
+  async messages(sessionId: string, org: string | null): Promise<StoredMessage[] | null> {
+    const results = await this.redis
+      .multi()
+      .hget(this.keys.session(sessionId), 'org')
+      .lrange(this.keys.history(sessionId), 0, -1)
+      .exec();
+    const owner = results?.[0]?.[1] as string | null | undefined;
+    if (owner === null || owner === undefined || owner !== (org ?? ORG_NONE)) return null;
+    return ((results?.[1]?.[1] as string[] | undefined) ?? []).map((item) => JSON.parse(item) as StoredMessage);
+  }
+
+  /** `org`'s sessions in creation order with their status and history length. */
+  async list(org: string | null): Promise<SessionListItem[]> {
+    const ids = await this.redis.zrange(this.keys.org(org), 0, -1);
+    if (ids.length === 0) return [];
+    const pipeline = this.redis.pipeline();
+    for (const id of ids) pipeline.hget(this.keys.session(id), 'status').llen(this.keys.history(id));
+    const results = (await pipeline.exec()) ?? [];
+    const items: SessionListItem[] = [];
+    ids.forEach((sessionId, i) => {
+      const status = results[2 * i]?.[1] as string | null | undefined;
+      if (status) items.push({ sessionId, status: status as SessionStatus, totalMessages: Number(results[2 * i + 1]?.[1] ?? 0) });
+    });
+    return items;
+  }
+
+  /** Number of sessions held, all organizations together. */
+  async count(): Promise<number> {
+    const results = await this.redis.multi().zcard(this.keys.activity).zcard(this.keys.running).exec();
+    return Number(results?.[0]?.[1] ?? 0) + Number(results?.[1]?.[1] ?? 0);
+  }
+
+  /** Moves an idle or errored session to running with `turnId` and appends `message`; exactly one concurrent send wins. */
+  async startTurn(sessionId: string, org: string | null, turnId: string, message: StoredMessage): Promise<StartTurnResult> {
+    const result = await startTurnScript.run(
+      this.redis,
+      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.running],
+      [sessionId, org ?? ORG_NONE, turnId, this.clock(), JSON.stringify(message)],
+    );
+    return result as StartTurnResult;
+  }
+
+  /**
+   * What a worker needs to run `turnId`: the history, which ends with the turn's own message.
+   * Null when the session is gone or no longer running this turn (deleted, reaped, superseded).
+   */
+  async getTurnContext(sessionId: string, turnId: string): Promise<{ history: StoredMessage[] } | null> {
+    const results = await this.redis
+      .multi()
+      .hmget(this.keys.session(sessionId), 'status', 'turn_id')
+      .lrange(this.keys.history(sessionId), 0, -1)
+      .exec();
+    const [status, current] = (results?.[0]?.[1] as Array<string | null> | undefined) ?? [];
+    if (status !== 'running' || current !== turnId) return null;
+    return { history: ((results?.[1]?.[1] as string[] | undefined) ?? []).map((item) => JSON.parse(item) as StoredMessage) };
+  }
+
+  /**
+   * Ends `turnId` compare-and-set (still running this turn): success appends and goes idle, error
+   * goes to error and appends nothing. Wakes long-polls on every replica. `stale` = discarded.
+   */
+  async finishTurn(sessionId: string, turnId: string, outcome: TurnOutcome): Promise<'applied' | 'stale'> {
+    const tail =
+      outcome.kind === 'success'
+        ? [JSON.stringify(outcome.response), ...outcome.append.map((message) => JSON.stringify(message))]
+        : [outcome.error];
+    const result = await finishTurnScript.run(
+      this.redis,
+      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.running],
+      [sessionId, turnId, this.clock(), this.eventsChannel, outcome.kind, ...tail],
+    );
+    return result as 'applied' | 'stale';
+  }
+
+  /** Turns running now, cluster-wide, with their start time (Unix ms); the worker's reaper reads it. */
+  async listRunningTurns(): Promise<Array<{ sessionId: string; turnId: string; startedAt: number }>> {
+    const flat = await this.redis.zrange(this.keys.running, 0, -1, 'WITHSCORES');
+    if (flat.length === 0) return [];
+    const pipeline = this.redis.pipeline();
+    for (let i = 0; i < flat.length; i += 2) pipeline.hget(this.keys.session(flat[i] as string), 'turn_id');
+    const results = (await pipeline.exec()) ?? [];
+    const turns: Array<{ sessionId: string; turnId: string; startedAt: number }> = [];
+    for (let i = 0; i < flat.length; i += 2) {
+      const turnId = results[i / 2]?.[1] as string | null | undefined;
+      if (turnId) turns.push({ sessionId: flat[i] as string, turnId, startedAt: Number(flat[i + 1]) });
+    }
+    return turns;
+  }
+
+  /** Deletes `org`'s session at once, cancelling a running turn (published on the turn-cancel channel). */
+  async delete(sessionId: string, org: string | null): Promise<'deleted' | 'missing'> {
+    const result = await this.runDelete(sessionId, org, 'delete', 0);
+    return result === 'deleted' ? 'deleted' : 'missing';
+  }
+
+  /**
+   * Removes idle and errored sessions whose last activity is `ttlMs` or more ago; running ones
+   * are never touched. Safe to run on several replicas at once. Returns how many were removed.
+   */
+  async sweepExpired(ttlMs: number): Promise<number> {
+    const cutoff = this.clock() - ttlMs;
+    let removed = 0;
+    for (;;) {
+      const ids = await this.redis.zrangebyscore(this.keys.activity, '-inf', cutoff, 'LIMIT', 0, SWEEP_BATCH);
+      if (ids.length === 0) return removed;
+      const pipeline = this.redis.pipeline();
+      for (const id of ids) pipeline.hget(this.keys.session(id), 'org');
+      const owners = (await pipeline.exec()) ?? [];
+      let progressed = false;
+      for (const [i, id] of ids.entries()) {
+        const owner = (owners[i]?.[1] as string | null | undefined) ?? ORG_NONE;
+        const result = await this.runDelete(id, owner === ORG_NONE ? null : owner, 'sweep', cutoff);
+        if (result === 'deleted') removed++;
+        if (result !== 'kept') progressed = true;
+      }
+      if (!progressed || ids.length < SWEEP_BATCH) return removed;
+    }
+  }
+
+  private async runDelete(sessionId: string, org: string | null, mode: 'delete' | 'sweep', cutoff: number): Promise<string> {
+    return (await deleteSessionScript.run(
+      this.redis,
+      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.running, this.keys.org(org)],
+      [sessionId, org ?? ORG_NONE, this.eventsChannel, this.cancelChannel, mode, cutoff],
+    )) as string;
+  }
+}
