@@ -6,3 +6,4 @@ export * from './sessions/session.schema.js';
 export * from './sessions/message.schema.js';
 export * from './sessions/webhook.schema.js';
 export * from './jobs/agent-turn.job.js';
+export * from './openapi/build-documents.js';

@@ -1,0 +1,230 @@
+import { MessageRequest, MessageResponse } from '../sessions/message.schema.js';
+import {
+  ChatMessage,
+  ChatMessageRole,
+  CreateSessionRequest,
+  HealthResponse,
+  SessionErrorResponse,
+  SessionResponse,
+  SessionStateMessage,
+  SessionStatus,
+  SessionSummary,
+  SessionSummaryList,
+} from '../sessions/session.schema.js';
+import { TraceMetrics, WebhookPayload, WebhookSpec } from '../sessions/webhook.schema.js';
+import { componentSchemas, JSON_SCHEMA_DIALECT, schemaRef } from './json-schema.js';
+import type { OpenApiDocument, OpenApiOperation, OpenApiParameter, OpenApiResponse } from './openapi.types.js';
+
+/** Version of the session service's interface description (the spec names none; this is the package's). */
+export const SESSIONS_API_VERSION = '0.1.0';
+
+const json = (description: string, name: string): OpenApiResponse => ({
+  description,
+  content: { 'application/json': { schema: schemaRef(name) } },
+});
+
+const error = (description: string): OpenApiResponse => json(description, 'SessionErrorResponse');
+
+const LOCATION = {
+  Location: { description: 'The session URL, `/sessions/{session_id}`.', schema: { type: 'string' } },
+};
+
+const SESSION_ID: OpenApiParameter = {
+  name: 'session_id',
+  in: 'path',
+  required: true,
+  description: 'The session UUID.',
+  schema: { type: 'string', format: 'uuid' },
+};
+
+const UNAUTHORIZED = error('Missing or unknown API key (when the service runs with auth, its default).');
+const NOT_FOUND = error('Session not found.');
+
+const createBody = {
+  required: false,
+  description: 'Optional: `{}` or no body gives an empty session; `state` preloads the history.',
+  content: { 'application/json': { schema: schemaRef('CreateSessionRequest') } },
+};
+
+const TURN_COMPLETE_CALLBACK: Record<string, Record<string, OpenApiOperation>> = {
+  '{$request.body#/webhook/url}': {
+    post: {
+      operationId: 'turnComplete',
+      summary: 'Turn-complete callback',
+      description:
+        'POSTed once when the turn ends by success, error or cancellation; `Authorization: Bearer <token>` when the WebhookSpec has a token. Each attempt times out after 10 seconds; failures are logged, never retried.',
+      requestBody: { required: true, content: { 'application/json': { schema: schemaRef('WebhookPayload') } } },
+      responses: { '2XX': { description: 'Received. Any other answer is logged and dropped.' } },
+    },
+  },
+};
+
+function sessionPaths(): OpenApiDocument['paths'] {
+  return {
+    '/health': {
+      get: {
+        operationId: 'getHealth',
+        summary: 'Health and worker counts',
+        tags: ['health'],
+        security: [],
+        responses: { '200': json('The service is reachable.', 'HealthResponse') },
+      },
+    },
+    '/sessions': {
+      post: {
+        operationId: 'createSession',
+        summary: 'Create a session',
+        tags: ['sessions'],
+        requestBody: createBody,
+        responses: {
+          '201': { ...json('Created, `idle`.', 'SessionResponse'), headers: LOCATION },
+          '400': error('Malformed body (bad JSON or `state` items).'),
+          '401': UNAUTHORIZED,
+          '503': error('The `--max-sessions` limit is reached.'),
+        },
+      },
+      get: {
+        operationId: 'listSessions',
+        summary: 'List sessions',
+        tags: ['sessions'],
+        responses: { '200': json('Every session (of the caller).', 'SessionSummaryList'), '401': UNAUTHORIZED },
+      },
+    },
+    '/sessions/{session_id}': {
+      put: {
+        operationId: 'createSessionWithId',
+        summary: 'Create a session with a client-chosen id',
+        tags: ['sessions'],
+        parameters: [SESSION_ID],
+        requestBody: createBody,
+        responses: {
+          '201': { ...json('Created, `idle`.', 'SessionResponse'), headers: LOCATION },
+          '400': error('The id is not a valid UUID, or the body is malformed.'),
+          '401': UNAUTHORIZED,
+          '405': error('Custom session ids are not enabled (`--allow-custom-ids`).'),
+          '409': error('A session with this id already exists.'),
+          '503': error('The `--max-sessions` limit is reached.'),
+        },
+      },
+      get: {
+        operationId: 'getSession',
+        summary: 'Read a session, optionally long-polling until it is no longer running',
+        tags: ['sessions'],
+        parameters: [
+          SESSION_ID,
+          {
+            name: 'wait',
+            in: 'query',
+            description: 'Block until the status is no longer `running`.',
+            schema: { type: 'boolean', default: false },
+          },
+          {
+            name: 'timeout',
+            in: 'query',
+            description: 'Seconds to wait at most; when it elapses first the answer is 200 with `running`.',
+            schema: { type: 'number', minimum: 0 },
+          },
+        ],
+        responses: {
+          '200': json(
+            'The session: `idle` after success, `error` after a failure, `running` on timeout.',
+            'SessionResponse',
+          ),
+          '400': error('Bad `wait` or `timeout` value.'),
+          '401': UNAUTHORIZED,
+          '404': error('Session not found, also when it is deleted during the wait.'),
+        },
+      },
+      delete: {
+        operationId: 'deleteSession',
+        summary: 'Delete a session, cancelling a running turn',
+        tags: ['sessions'],
+        parameters: [SESSION_ID],
+        responses: { '204': { description: 'Deleted; empty body.' }, '401': UNAUTHORIZED, '404': NOT_FOUND },
+      },
+    },
+    '/sessions/{session_id}/messages': {
+      post: {
+        operationId: 'sendMessage',
+        summary: 'Send a message; the turn runs in the background',
+        tags: ['messages'],
+        parameters: [SESSION_ID],
+        requestBody: { required: true, content: { 'application/json': { schema: schemaRef('MessageRequest') } } },
+        responses: {
+          '202': {
+            ...json('Accepted; the session is `running`.', 'MessageResponse'),
+            headers: { Location: { description: '`/sessions/{session_id}`.', schema: { type: 'string' } } },
+          },
+          '400': error('Malformed body or webhook spec.'),
+          '401': UNAUTHORIZED,
+          '404': NOT_FOUND,
+          '409': error('The session is already processing a message.'),
+          '503': error('The turn could not be queued; nothing was accepted.'),
+        },
+        callbacks: { turnComplete: TURN_COMPLETE_CALLBACK },
+      },
+      get: {
+        operationId: 'listMessages',
+        summary: 'The full history, in chronological order',
+        tags: ['messages'],
+        parameters: [SESSION_ID],
+        responses: {
+          '200': {
+            description: 'The history.',
+            content: { 'application/json': { schema: { type: 'array', items: schemaRef('ChatMessage') } } },
+          },
+          '401': UNAUTHORIZED,
+          '404': NOT_FOUND,
+        },
+      },
+    },
+  };
+}
+
+/** Builds the OpenAPI 3.1 document of the agent session service, including the webhook callback. */
+export function buildSessionsOpenApi(): OpenApiDocument {
+  const requestSchemas = componentSchemas(
+    { CreateSessionRequest, SessionStateMessage, MessageRequest, WebhookSpec, ChatMessageRole },
+    'input',
+  );
+  const responseSchemas = componentSchemas(
+    {
+      HealthResponse,
+      SessionResponse,
+      SessionSummary,
+      SessionSummaryList,
+      SessionStatus,
+      ChatMessage,
+      MessageResponse,
+      WebhookPayload,
+      TraceMetrics,
+      SessionErrorResponse,
+    },
+    'output',
+  );
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Tollway agent session API',
+      version: SESSIONS_API_VERSION,
+      description:
+        'Sessions with an agent: send a message, the turn runs on a worker, read the result by (long-)polling or a webhook.',
+      license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
+    },
+    jsonSchemaDialect: JSON_SCHEMA_DIALECT,
+    servers: [{ url: '/', description: 'The session service root.' }],
+    security: [{ bearerAuth: [] }],
+    tags: [
+      { name: 'health', description: 'Liveness and worker counts' },
+      { name: 'sessions', description: 'Session lifecycle' },
+      { name: 'messages', description: 'Turns and history' },
+    ],
+    paths: sessionPaths(),
+    components: {
+      schemas: { ...requestSchemas, ...responseSchemas },
+      securitySchemes: {
+        bearerAuth: { type: 'http', scheme: 'bearer', description: 'An organization API key (unless auth is off).' },
+      },
+    },
+  };
+}
