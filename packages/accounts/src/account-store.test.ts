@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { createAccountStore } from './account-store';
+import { hashApiKey } from './api-key';
+import { DEV_ORG_ID, ensureDevOrganization } from './dev-organization';
+import { deleteKeysWithPrefix } from './test-redis';
+
+const prefix = `test-${randomUUID()}:`;
+const redis = new Redis('redis://127.0.0.1:6379', { lazyConnect: false });
+let nowMs = Date.UTC(2026, 0, 1, 12, 0, 30);
+const store = createAccountStore({ redis, prefix, now: () => nowMs });
+const budgets = { requests: 10, input_tokens: 1000, output_tokens: 2000 };
+
+afterAll(async () => {
+  await deleteKeysWithPrefix(redis, prefix);
+  redis.disconnect();
+});
+
+describe('organizations', () => {
+  it('creates, gets, lists, updates and deletes', async () => {
+    const org = await store.createOrganization({ name: 'Acme', budgets, credit: 5 });
+    expect(org.id).toMatch(/^org_[A-Za-z0-9]+$/);
+    expect(org.created).toBe(Math.floor(nowMs / 1000));
+    expect(await store.getOrganization(org.id)).toEqual(org);
+    expect((await store.listOrganizations()).map((o) => o.id)).toContain(org.id);
+
+    const updated = await store.updateOrganization(org.id, { budgets: { requests: 20 }, creditTopUp: 2.5 });
+    expect(updated).toMatchObject({ name: 'Acme', budgets: { requests: 20, input_tokens: 1000 }, credit: 7.5 });
+
+    expect(await store.deleteOrganization(org.id)).toBe(true);
+    expect(await store.getOrganization(org.id)).toBeNull();
+    expect(await store.deleteOrganization(org.id)).toBe(false);
+    expect(await store.updateOrganization(org.id, { name: 'x' })).toBeNull();
+    expect(await redis.exists(`${prefix}{org:${org.id}}:org`)).toBe(0);
+  });
+
+  it('refuses a duplicate or malformed id', async () => {
+    await store.createOrganization({ id: 'fixed', name: 'A', budgets, credit: 0 });
+    await expect(store.createOrganization({ id: 'fixed', name: 'B', budgets, credit: 0 })).rejects.toMatchObject({
+      reason: 'conflict',
+    });
+    await expect(store.createOrganization({ id: 'bad id!', name: 'B', budgets, credit: 0 })).rejects.toMatchObject({
+      reason: 'invalid_id',
+    });
+    expect((await store.getOrganization('fixed'))?.name).toBe('A');
+  });
+});
+
+describe('keys', () => {
+  it('creates a key shown once, stored only as its SHA-256 hash, and revokes it', async () => {
+    const org = await store.createOrganization({ name: 'Keys', budgets, credit: 1 });
+    const created = await store.createKey(org.id, 'ci');
+    expect(created).not.toBeNull();
+    const { key, ...info } = created!;
+    expect(key).toMatch(/^tw-[A-Za-z0-9_-]{43}$/);
+    expect(info).toMatchObject({ org_id: org.id, name: 'ci', last4: key.slice(-4), revoked_at: null });
+
+    const everything = await redis.keys(`${prefix}*`);
+    for (const name of everything) {
+      const type = await redis.type(name);
+      const dump =
+        type === 'hash'
+          ? JSON.stringify(await redis.hgetall(name))
+          : type === 'set'
+            ? JSON.stringify(await redis.smembers(name))
+            : '';
+      expect(dump).not.toContain(key);
+      expect(name).not.toContain(key);
+    }
+    expect(await redis.hget(`${prefix}apikey:${hashApiKey(key)}`, 'key_id')).toBe(info.id);
+
+    expect(await store.listKeys(org.id)).toEqual([info]);
+    const revoked = await store.revokeKey(info.id);
+    expect(revoked?.revoked_at).toBe(Math.floor(nowMs / 1000));
+    expect(await redis.exists(`${prefix}apikey:${hashApiKey(key)}`)).toBe(0);
+    expect((await store.listKeys(org.id))?.[0]?.revoked_at).not.toBeNull();
+    expect(await store.revokeKey('key_nope')).toBeNull();
+    expect(await store.createKey('missing-org')).toBeNull();
+    expect(await store.listKeys('missing-org')).toBeNull();
+  });
+
+  it('deleting an organization removes its keys from the index', async () => {
+    const org = await store.createOrganization({ name: 'Gone', budgets, credit: 1 });
+    const created = await store.createKey(org.id);
+    await store.deleteOrganization(org.id);
+    expect(await redis.exists(`${prefix}apikey:${hashApiKey(created!.key)}`)).toBe(0);
+    expect(await store.getKey(created!.id)).toBeNull();
+  });
+});
+
+describe('ensureDevOrganization', () => {
+  it('is idempotent, and concurrent callers agree on one key id', async () => {
+    const key = `tw-${'a'.repeat(40)}`;
+    const results = await Promise.all([1, 2, 3].map(() => ensureDevOrganization({ redis, prefix, key })));
+    expect(new Set(results.map((r) => r.keyId)).size).toBe(1);
+    expect(results[0]?.orgId).toBe(DEV_ORG_ID);
+    const again = await ensureDevOrganization({ redis, prefix, key });
+    expect(again.keyId).toBe(results[0]?.keyId);
+    expect(await store.listKeys(DEV_ORG_ID)).toHaveLength(1);
+    expect((await store.getOrganization(DEV_ORG_ID))?.budgets.requests).toBeGreaterThanOrEqual(10_000);
+    await expect(ensureDevOrganization({ redis, prefix, key: 'not-a-key' })).rejects.toMatchObject({
+      reason: 'invalid_key',
+    });
+  });
+});
+
+describe('usage', () => {
+  it('reads per-minute hashes of the last hour, per model and in total', async () => {
+    const org = await store.createOrganization({ name: 'Usage', budgets, credit: 1 });
+    const minute = Math.floor(nowMs / 60_000);
+    await redis.hset(`${prefix}{org:${org.id}}:usage:${minute}`, {
+      requests: 2,
+      input_tokens: 30,
+      output_tokens: 40,
+      spend: 0.5,
+      'a/b|requests': 2,
+      'a/b|input_tokens': 30,
+      'a/b|output_tokens': 40,
+      'a/b|spend': 0.5,
+    });
+    await redis.hset(`${prefix}{org:${org.id}}:usage:${minute - 59}`, { requests: 1, 'c/d|requests': 1 });
+    await redis.hset(`${prefix}{org:${org.id}}:usage:${minute - 60}`, { requests: 100 });
+    const usage = await store.getUsage(org.id);
+    expect(usage?.totals).toEqual({ requests: 3, input_tokens: 30, output_tokens: 40, spend: 0.5 });
+    expect(usage?.by_model.map((m) => [m.model, m.requests])).toEqual([
+      ['a/b', 2],
+      ['c/d', 1],
+    ]);
+    expect(usage?.by_minute.map((m) => m.minute)).toEqual([(minute - 59) * 60, minute * 60]);
+    nowMs += 60_000;
+    expect((await store.getUsage(org.id))?.totals.requests).toBe(2);
+  });
+});

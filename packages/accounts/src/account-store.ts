@@ -1,0 +1,257 @@
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { generateApiKey, hashApiKey, isWellFormedApiKey } from './api-key';
+import type {
+  ApiKeyInfo,
+  CreatedApiKey,
+  NewOrganization,
+  Organization,
+  OrganizationUpdate,
+  UsageReport,
+} from './account.types';
+import { luaScript } from './lua-script';
+import { accountKeys, type AccountKeys } from './redis-keys';
+import { CREATE_ORG_LUA } from './scripts/create-org.lua';
+import { UPDATE_ORG_LUA } from './scripts/update-org.lua';
+import { readUsage } from './usage';
+
+/** Organization ids: letters, digits, `_` and `-`, up to 64 characters. */
+export const ORG_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
+const createOrgScript = luaScript(CREATE_ORG_LUA);
+const updateOrgScript = luaScript(UPDATE_ORG_LUA);
+
+/** Options of createAccountStore. */
+export interface AccountStoreOptions {
+  redis: Redis;
+  /** Key prefix, e.g. `tollway:`. */
+  prefix: string;
+  /** Milliseconds since the epoch; injectable for tests. Default Date.now. */
+  now?: () => number;
+}
+
+/** Thrown when an argument can never be stored (bad id, duplicate id, malformed key). */
+export class AccountError extends Error {
+  constructor(
+    message: string,
+    readonly reason: 'invalid_id' | 'conflict' | 'invalid_key',
+  ) {
+    super(message);
+    this.name = 'AccountError';
+  }
+}
+
+/** Organizations and API keys in Redis. Methods return null where the organization or key does not exist. */
+export class AccountStore {
+  readonly keys: AccountKeys;
+  private readonly redis: Redis;
+  private readonly now: () => number;
+
+  constructor(options: AccountStoreOptions) {
+    this.redis = options.redis;
+    this.keys = accountKeys(options.prefix);
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Creates an organization; throws AccountError `conflict` when the id is taken. */
+  async createOrganization(input: NewOrganization): Promise<Organization> {
+    const id = input.id ?? `org_${randomBytes(9).toString('base64url').replace(/[-_]/g, 'x')}`;
+    if (!ORG_ID_PATTERN.test(id)) throw new AccountError(`Organization id "${id}" is not valid.`, 'invalid_id');
+    const created = Math.floor(this.now() / 1000);
+    const { budgets } = input;
+    const ok = await createOrgScript.run(
+      this.redis,
+      [this.keys.org(id)],
+      [input.name, created, budgets.requests, budgets.input_tokens, budgets.output_tokens, input.credit],
+    );
+    if (ok !== 1) throw new AccountError(`Organization "${id}" already exists.`, 'conflict');
+    await this.redis.sadd(this.keys.orgIndex(), id);
+    return { id, name: input.name, budgets: { ...budgets }, credit: input.credit, created };
+  }
+
+  /** One organization, or null. */
+  async getOrganization(orgId: string): Promise<Organization | null> {
+    if (!ORG_ID_PATTERN.test(orgId)) return null;
+    return toOrganization(orgId, await this.redis.hgetall(this.keys.org(orgId)));
+  }
+
+  /** All organizations, ordered by creation time then id. */
+  async listOrganizations(): Promise<Organization[]> {
+    const ids = await this.redis.smembers(this.keys.orgIndex());
+    const orgs = await Promise.all(ids.map((id) => this.getOrganization(id)));
+    return orgs
+      .filter((org): org is Organization => org !== null)
+      .sort((a, b) => a.created - b.created || a.id.localeCompare(b.id));
+  }
+
+  /** Applies a partial update; null when there is no such organization. */
+  async updateOrganization(orgId: string, update: OrganizationUpdate): Promise<Organization | null> {
+    if (!ORG_ID_PATTERN.test(orgId)) return null;
+    const b = update.budgets ?? {};
+    const ok = await updateOrgScript.run(
+      this.redis,
+      [this.keys.org(orgId)],
+      [
+        update.name ?? '',
+        b.requests ?? '',
+        b.input_tokens ?? '',
+        b.output_tokens ?? '',
+        update.creditTopUp === undefined ? '' : update.creditTopUp,
+      ],
+    );
+    return ok === 1 ? this.getOrganization(orgId) : null;
+  }
+
+  /** Deletes an organization, revoking its keys first; false when there was none. */
+  async deleteOrganization(orgId: string): Promise<boolean> {
+    if (!ORG_ID_PATTERN.test(orgId)) return false;
+    const keyIds = await this.redis.smembers(this.keys.orgKeys(orgId));
+    for (const keyId of keyIds) await this.revokeKey(keyId);
+    const multi = this.redis.multi().del(this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.buckets(orgId));
+    for (const keyId of keyIds) multi.del(this.keys.key(orgId, keyId));
+    const results = await multi.exec();
+    await this.redis
+      .multi()
+      .srem(this.keys.orgIndex(), orgId)
+      .hdel(this.keys.keyOrgs(), ...(keyIds.length > 0 ? keyIds : ['-']))
+      .exec();
+    const deleted = results?.[0]?.[1];
+    return typeof deleted === 'number' && deleted > 0;
+  }
+
+  /** Creates a random key for an organization; the plaintext is in the result and nowhere else. */
+  async createKey(orgId: string, name?: string | null): Promise<CreatedApiKey | null> {
+    return this.registerKey(orgId, generateApiKey(), name ?? null);
+  }
+
+  /**
+   * Registers a given plaintext key (the dev key of the quickstart). Idempotent: a key that is
+   * already registered to this organization is returned as it is. Null when the org is missing.
+   */
+  async registerKey(orgId: string, key: string, name: string | null): Promise<CreatedApiKey | null> {
+    if (!isWellFormedApiKey(key)) throw new AccountError('The API key is not well-formed.', 'invalid_key');
+    if (!(await this.redis.exists(this.keys.org(orgId)))) return null;
+    const hash = hashApiKey(key);
+    const id = `key_${randomBytes(12).toString('base64url').replace(/[-_]/g, 'x')}`;
+    // Claim the hash first, so two replicas registering the same dev key at once agree on one id.
+    if (!(await this.redis.hsetnx(this.keys.keyByHash(hash), 'key_id', id))) {
+      // Another process holds the claim; its record appears within a few round trips.
+      for (let attempt = 0; attempt < 40; attempt++) {
+        const existing = await this.redis.hgetall(this.keys.keyByHash(hash));
+        if (existing.org_id !== undefined && existing.org_id !== orgId) {
+          throw new AccountError('The API key belongs to another organization.', 'conflict');
+        }
+        const info = existing.org_id && existing.key_id ? await this.getKey(existing.key_id) : null;
+        if (info) return { ...info, key };
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      throw new AccountError('The API key is being registered elsewhere and did not complete.', 'conflict');
+    }
+    const info: ApiKeyInfo = {
+      id,
+      org_id: orgId,
+      name,
+      last4: key.slice(-4),
+      created: Math.floor(this.now() / 1000),
+      revoked_at: null,
+    };
+    await this.redis
+      .multi()
+      .hset(this.keys.key(orgId, id), {
+        id,
+        org_id: orgId,
+        name: name ?? '',
+        last4: info.last4,
+        created: info.created,
+        hash,
+      })
+      .sadd(this.keys.orgKeys(orgId), id)
+      .exec();
+    await this.redis.hset(this.keys.keyOrgs(), id, orgId);
+    // Last: the index entry that makes the key usable.
+    await this.redis.hset(this.keys.keyByHash(hash), { org_id: orgId, key_id: id, hash });
+    return { ...info, key };
+  }
+
+  /** One key's record, or null. */
+  async getKey(keyId: string): Promise<ApiKeyInfo | null> {
+    const orgId = await this.redis.hget(this.keys.keyOrgs(), keyId);
+    if (!orgId) return null;
+    return toKeyInfo(await this.redis.hgetall(this.keys.key(orgId, keyId)));
+  }
+
+  /** The organization's keys, live and revoked, oldest first; null when the org is missing. */
+  async listKeys(orgId: string): Promise<ApiKeyInfo[] | null> {
+    if (!ORG_ID_PATTERN.test(orgId) || !(await this.redis.exists(this.keys.org(orgId)))) return null;
+    const ids = await this.redis.smembers(this.keys.orgKeys(orgId));
+    const records = await Promise.all(ids.map((id) => this.redis.hgetall(this.keys.key(orgId, id))));
+    return records
+      .map(toKeyInfo)
+      .filter((info): info is ApiKeyInfo => info !== null)
+      .sort((a, b) => a.created - b.created || a.id.localeCompare(b.id));
+  }
+
+  /**
+   * Revokes a key: removes it from the hash index and tells every replica's authenticator
+   * (pub/sub) to forget it. Revoking twice is harmless. Null when there is no such key.
+   */
+  async revokeKey(keyId: string): Promise<ApiKeyInfo | null> {
+    const orgId = await this.redis.hget(this.keys.keyOrgs(), keyId);
+    if (!orgId) return null;
+    const record = await this.redis.hgetall(this.keys.key(orgId, keyId));
+    const info = toKeyInfo(record);
+    if (!info) return null;
+    if (info.revoked_at === null) {
+      info.revoked_at = Math.floor(this.now() / 1000);
+      await this.redis.hset(this.keys.key(orgId, keyId), 'revoked_at', info.revoked_at);
+    }
+    if (record.hash) {
+      await this.redis.del(this.keys.keyByHash(record.hash));
+      await this.redis.publish(this.keys.revocationChannel(), record.hash);
+    }
+    return info;
+  }
+
+  /** Usage over the last `minutes` (default 60) minutes; null when the org is missing. */
+  async getUsage(orgId: string, minutes = 60): Promise<UsageReport | null> {
+    if (!ORG_ID_PATTERN.test(orgId) || !(await this.redis.exists(this.keys.org(orgId)))) return null;
+    return readUsage(this.redis, this.keys, orgId, this.now(), minutes);
+  }
+}
+
+/** Builds an AccountStore. */
+export function createAccountStore(options: AccountStoreOptions): AccountStore {
+  return new AccountStore(options);
+}
+
+function toOrganization(id: string, hash: Record<string, string>): Organization | null {
+  if (hash.name === undefined) return null;
+  return {
+    id,
+    name: hash.name,
+    budgets: {
+      requests: Number(hash.budget_requests ?? 0),
+      input_tokens: Number(hash.budget_input_tokens ?? 0),
+      output_tokens: Number(hash.budget_output_tokens ?? 0),
+    },
+    credit: roundUsd(Number(hash.credit ?? 0)),
+    created: Number(hash.created ?? 0),
+  };
+}
+
+function toKeyInfo(hash: Record<string, string>): ApiKeyInfo | null {
+  if (!hash.id || !hash.org_id) return null;
+  return {
+    id: hash.id,
+    org_id: hash.org_id,
+    name: hash.name ? hash.name : null,
+    last4: hash.last4 ?? '',
+    created: Number(hash.created ?? 0),
+    revoked_at: hash.revoked_at ? Number(hash.revoked_at) : null,
+  };
+}
+
+/** USD amounts are doubles summed in Redis; twelve decimals hide the binary noise. */
+export function roundUsd(value: number): number {
+  return Math.round(value * 1e12) / 1e12;
+}

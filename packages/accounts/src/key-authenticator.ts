@@ -1,0 +1,125 @@
+import type { Redis } from 'ioredis';
+import { hashApiKey, isWellFormedApiKey, sameKeyHash } from './api-key';
+import { accountKeys } from './redis-keys';
+
+/** Who a key belongs to. Same shape as the gateway's `Principal`. */
+export interface KeyPrincipal {
+  orgId: string;
+  keyId: string;
+}
+
+/** Options of createKeyAuthenticator. */
+export interface KeyAuthenticatorOptions {
+  redis: Redis;
+  /**
+   * A connection for the revocation channel. When absent one is made with `redis.duplicate()`
+   * and closed by `close()`; a given one is left open.
+   */
+  subscriber?: Redis;
+  /** Key prefix, e.g. `tollway:`. */
+  prefix: string;
+  /** How long a positive lookup is cached (ms); default 5000. Pub/sub invalidates sooner. */
+  cacheTtlMs?: number;
+  /** Cached keys before the cache is cleared wholesale; default 10 000. */
+  maxCacheEntries?: number;
+}
+
+/** Resolves bearer tokens to principals; same shape as the gateway's `Authenticator`. */
+export interface KeyAuthenticator {
+  /** Null for a missing, malformed, unknown or revoked key; a malformed one costs no Redis call. */
+  authenticate(bearerToken: string | undefined): Promise<KeyPrincipal | null>;
+  /** Resolves once the revocation channel is subscribed (until then nothing is cached). */
+  ready(): Promise<void>;
+  /** Stops listening for revocations (and closes the subscriber if this authenticator made it). */
+  close(): Promise<void>;
+}
+
+interface CacheEntry {
+  principal: KeyPrincipal;
+  expires: number;
+}
+
+/**
+ * API-key authentication with an in-process cache. A revocation is published on a Redis channel
+ * and evicts the key on every replica at once; the cache is only used while the subscription is
+ * live (it is bypassed and emptied whenever the subscriber connection drops), and entries expire
+ * after `cacheTtlMs` as a backstop. Unknown keys are never cached, so a new key works at once.
+ */
+export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAuthenticator {
+  const { redis } = options;
+  const keys = accountKeys(options.prefix);
+  const channel = keys.revocationChannel();
+  const ttlMs = options.cacheTtlMs ?? 5000;
+  const maxEntries = options.maxCacheEntries ?? 10_000;
+  const ownsSubscriber = options.subscriber === undefined;
+  const subscriber = options.subscriber ?? redis.duplicate({ connectionName: 'accounts:revocations' });
+  const cache = new Map<string, CacheEntry>();
+  const inFlight = new Map<string, Promise<KeyPrincipal | null>>();
+  let live = false;
+  let closed = false;
+
+  const onMessage = (from: string, hash: string) => {
+    if (from === channel) cache.delete(hash);
+  };
+  const onDown = () => {
+    live = false;
+    cache.clear();
+  };
+  const subscribe = () =>
+    subscriber.subscribe(channel).then(
+      () => {
+        if (!closed) live = true;
+      },
+      () => onDown(),
+    );
+  const onReady = () => void subscribe();
+  subscriber.on('message', onMessage);
+  subscriber.on('close', onDown);
+  subscriber.on('reconnecting', onDown);
+  subscriber.on('ready', onReady);
+  const subscribed = subscribe();
+
+  async function lookup(hash: string): Promise<KeyPrincipal | null> {
+    const record = await redis.hgetall(keys.keyByHash(hash));
+    if (!record.org_id || !record.key_id || !record.hash || !sameKeyHash(record.hash, hash)) return null;
+    return { orgId: record.org_id, keyId: record.key_id };
+  }
+
+  return {
+    async authenticate(bearerToken) {
+      const token = bearerToken?.replace(/^Bearer\s+/i, '').trim();
+      if (!isWellFormedApiKey(token)) return null;
+      const hash = hashApiKey(token);
+      const now = Date.now();
+      if (live) {
+        const hit = cache.get(hash);
+        if (hit && hit.expires > now) return hit.principal;
+      }
+      const pending = inFlight.get(hash);
+      if (pending) return pending;
+      const wasLive = live;
+      const promise = lookup(hash).finally(() => inFlight.delete(hash));
+      inFlight.set(hash, promise);
+      const principal = await promise;
+      // Cache only when the subscription was live for the whole lookup: a revocation published
+      // in between would otherwise be missed.
+      if (principal && wasLive && live) {
+        if (cache.size >= maxEntries) cache.clear();
+        cache.set(hash, { principal, expires: now + ttlMs });
+      }
+      return principal;
+    },
+    ready: () => subscribed,
+    async close() {
+      closed = true;
+      live = false;
+      cache.clear();
+      subscriber.off('message', onMessage);
+      subscriber.off('close', onDown);
+      subscriber.off('reconnecting', onDown);
+      subscriber.off('ready', onReady);
+      if (ownsSubscriber) subscriber.disconnect();
+      else await subscriber.unsubscribe(channel).catch(() => undefined);
+    },
+  };
+}

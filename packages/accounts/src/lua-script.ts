@@ -1,0 +1,24 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+
+/** A Lua script run by EVALSHA, falling back to EVAL once when Redis has not seen it (NOSCRIPT). */
+export interface LuaScript {
+  run(redis: Redis, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown>;
+}
+
+/** Wraps Lua source so each call is one round trip (EVALSHA; EVAL after a restart flushed the cache). */
+export function luaScript(source: string): LuaScript {
+  const sha = createHash('sha1').update(source).digest('hex');
+  return {
+    async run(redis, keys, args) {
+      try {
+        return await redis.evalsha(sha, keys.length, ...keys, ...args);
+      } catch (err) {
+        if (err instanceof Error && err.message.startsWith('NOSCRIPT')) {
+          return redis.eval(source, keys.length, ...keys, ...args);
+        }
+        throw err;
+      }
+    },
+  };
+}

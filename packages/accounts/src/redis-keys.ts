@@ -1,0 +1,55 @@
+/**
+ * Where accounts live in Redis. Every key starts with the configured prefix; the keys of one
+ * organization share the Redis Cluster hash tag `{org:<id>}` so one Lua script may touch them
+ * all (the gateway's admission and settlement scripts do). The key index and the organization
+ * index are global keys, only ever read or written one at a time.
+ */
+export interface AccountKeys {
+  /** Hash: name, created, budget_requests, budget_input_tokens, budget_output_tokens, credit. */
+  org(orgId: string): string;
+  /** Set of the organization's key ids (revoked ones included). */
+  orgKeys(orgId: string): string;
+  /** Hash: id, org_id, name, last4, created, revoked_at. */
+  key(orgId: string, keyId: string): string;
+  /** Hash of the three token buckets: `<kind>` = balance, `<kind>:ts` = last refill (ms). */
+  buckets(orgId: string): string;
+  /** Hash of one minute's usage (see USAGE_FIELDS), expiring after USAGE_RETENTION_SECONDS. */
+  usageMinute(orgId: string, epochMinute: number): string;
+  /** Global hash: SHA-256 hex of a live key → its org and key id. Deleted on revocation. */
+  keyByHash(hashHex: string): string;
+  /** Global hash: key id → org id, so a key can be revoked by id alone. */
+  keyOrgs(): string;
+  /** Global set of organization ids. */
+  orgIndex(): string;
+  /** Pub/sub channel carrying the SHA-256 hex of every revoked key. */
+  revocationChannel(): string;
+}
+
+/** Builds the key names under `prefix` (e.g. `tollway:`). */
+export function accountKeys(prefix: string): AccountKeys {
+  const tag = (orgId: string) => `${prefix}{org:${orgId}}`;
+  return {
+    org: (orgId) => `${tag(orgId)}:org`,
+    orgKeys: (orgId) => `${tag(orgId)}:keys`,
+    key: (orgId, keyId) => `${tag(orgId)}:key:${keyId}`,
+    buckets: (orgId) => `${tag(orgId)}:buckets`,
+    usageMinute: (orgId, epochMinute) => `${tag(orgId)}:usage:${epochMinute}`,
+    keyByHash: (hashHex) => `${prefix}apikey:${hashHex}`,
+    keyOrgs: () => `${prefix}key-orgs`,
+    orgIndex: () => `${prefix}orgs`,
+    revocationChannel: () => `${prefix}keys:revoked`,
+  };
+}
+
+/** Usage hashes keep this long (seconds): the usage API reads the last hour. */
+export const USAGE_RETENTION_SECONDS = 2 * 60 * 60;
+
+/**
+ * Fields of a usage-minute hash: totals under these names, per model under `<model>|<field>`.
+ * Spend is in USD.
+ */
+export const USAGE_FIELDS = ['requests', 'input_tokens', 'output_tokens', 'spend'] as const;
+export type UsageField = (typeof USAGE_FIELDS)[number];
+
+/** Separates the model id from the field name in per-model usage fields. */
+export const USAGE_MODEL_SEPARATOR = '|';
