@@ -68,6 +68,7 @@ export type GetSessionQuery = z.infer<typeof GetSessionQuery>;
 /** Error codes of the session service's error envelope. */
 export const SESSION_ERROR_CODES = {
   invalidJson: 'invalid_json',
+  requestTooLarge: 'request_too_large',
   invalidRequest: 'invalid_request',
   invalidSessionId: 'invalid_session_id',
   unauthorized: 'unauthorized',
@@ -76,6 +77,8 @@ export const SESSION_ERROR_CODES = {
   sessionBusy: 'session_busy',
   customIdsDisabled: 'custom_ids_disabled',
   sessionLimitReached: 'session_limit_reached',
+  turnNotQueued: 'turn_not_queued',
+  serviceUnavailable: 'service_unavailable',
   notFound: 'not_found',
 } as const;
 export type SessionErrorCode = (typeof SESSION_ERROR_CODES)[keyof typeof SESSION_ERROR_CODES];

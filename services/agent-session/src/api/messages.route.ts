@@ -1,0 +1,51 @@
+import { randomUUID } from 'node:crypto';
+import { Router } from 'express';
+import { MessageRequest, type MessageResponse } from '@tollway/contracts';
+import { normalizeSessionId, sessionLocation, toStoredMessage } from '../domain/session-rules';
+import { orgOf } from './auth';
+import type { SessionRouteDeps } from './route-deps';
+import { sessionErrors } from './session-errors';
+
+/** `/sessions/{id}/messages`: send a message (starts a background turn) and read the history. */
+export function messagesRouter(deps: SessionRouteDeps): Router {
+  const router = Router();
+
+  router.post('/sessions/:sessionId/messages', async (req, res) => {
+    const sessionId = normalizeSessionId(req.params.sessionId);
+    if (!sessionId) throw sessionErrors.notFound(req.params.sessionId);
+    const body = MessageRequest.safeParse(req.body ?? {});
+    if (!body.success) throw sessionErrors.invalidRequest(body.error, 'body');
+    const org = orgOf(res);
+    const turnId = randomUUID();
+    const started = await deps.store.startTurn(sessionId, org, turnId, toStoredMessage(body.data));
+    if (started === 'missing') throw sessionErrors.notFound(sessionId);
+    if (started === 'busy') throw sessionErrors.busy(sessionId);
+    try {
+      await deps.turnQueue.enqueue({
+        session_id: sessionId,
+        turn_id: turnId,
+        org_id: org,
+        message: body.data,
+        accepted_at: deps.clock(),
+      });
+    } catch (err) {
+      // Nothing accepted is silently lost: the turn ends in error (compare-and-set) before the 503.
+      deps.logger.error('turn not queued', { session_id: sessionId, turn_id: turnId, err: (err as Error).message });
+      await deps.store
+        .finishTurn(sessionId, turnId, { kind: 'error', error: 'The message could not be queued for a worker.' })
+        .catch(() => undefined);
+      throw sessionErrors.turnNotQueued(err);
+    }
+    const response: MessageResponse = { session_id: sessionId, status: 'running' };
+    res.status(202).location(sessionLocation(sessionId)).json(response);
+  });
+
+  router.get('/sessions/:sessionId/messages', async (req, res) => {
+    const sessionId = normalizeSessionId(req.params.sessionId);
+    const messages = sessionId ? await deps.store.messages(sessionId, orgOf(res)) : null;
+    if (!messages) throw sessionErrors.notFound(req.params.sessionId);
+    res.json(messages);
+  });
+
+  return router;
+}

@@ -1,0 +1,23 @@
+import type { AgentTurnJob } from '@tollway/contracts';
+import type { Logger } from '@tollway/service-kit';
+import type { SessionEventHub } from '../store/session-event-hub';
+import type { SessionStore } from '../store/session-store';
+
+/** Hands an accepted turn to the workers; rejects when the queue is unreachable. */
+export interface TurnQueue {
+  enqueue(job: AgentTurnJob): Promise<void>;
+}
+
+/** What the session and message routes need. */
+export interface SessionRouteDeps {
+  store: SessionStore;
+  hub: SessionEventHub;
+  turnQueue: TurnQueue;
+  logger: Logger;
+  /** Session cap (`--max-sessions`). */
+  maxSessions: number;
+  /** `--allow-custom-ids`: PUT /sessions/{id} is enabled. */
+  allowCustomIds: boolean;
+  /** Unix ms; injectable for tests. */
+  clock: () => number;
+}

@@ -1,0 +1,71 @@
+import { createKeyAuthenticator } from '@tollway/accounts';
+import { closeServer, createLogger, createRedis, installShutdown, listen } from '@tollway/service-kit';
+import { buildApp } from './app';
+import { loadApiConfig } from './config';
+import { SessionEventHub } from './store/session-event-hub';
+import { SessionStore } from './store/session-store';
+import { startSessionSweeper } from './store/session-sweeper';
+import { TurnQueueProducer } from './store/turn-queue';
+import { readWorkerStats } from './worker/worker-registry';
+
+async function main(): Promise<void> {
+  const config = loadApiConfig();
+  const logger = createLogger({ service: 'agent-session-api', level: config.logLevel });
+  const redis = createRedis(config.redisUrl, { name: 'agent-session:api' });
+  // One subscriber connection per process serves every long-poll and the key-revocation channel.
+  const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
+  const queueConnection = createRedis(config.redisUrl, { name: 'agent-session:queue' });
+
+  const store = new SessionStore({ redis, prefix: config.redisPrefix });
+  const hub = new SessionEventHub(subscriber, config.redisPrefix);
+  await hub.start();
+  const authenticator = config.authEnabled
+    ? createKeyAuthenticator({ redis, subscriber, prefix: config.redisPrefix })
+    : null;
+  await authenticator?.ready();
+  if (!authenticator) logger.warn('authentication is off (--no-auth): every caller shares the org-less sessions');
+  const turnQueue = new TurnQueueProducer(queueConnection, config.redisPrefix);
+  const sweeper =
+    config.ttlSeconds > 0 ? startSessionSweeper(store, config.ttlSeconds * 1000, config.sweepIntervalMs, logger) : null;
+
+  const app = buildApp({
+    redis,
+    store,
+    hub,
+    turnQueue,
+    authenticator,
+    workerStats: () => readWorkerStats(redis, config.redisPrefix),
+    logger,
+    maxSessions: config.maxSessions,
+    allowCustomIds: config.allowCustomIds,
+    maxBodyBytes: config.maxBodyBytes,
+  });
+  const server = await listen(app, config.port, config.host);
+  logger.info('agent session API listening', {
+    port: config.port,
+    ttl_seconds: config.ttlSeconds,
+    max_sessions: config.maxSessions,
+    allow_custom_ids: config.allowCustomIds,
+    auth: config.authEnabled,
+  });
+
+  installShutdown(logger, [
+    {
+      name: 'http',
+      run: () => {
+        const closed = closeServer(server);
+        hub.close();
+        return closed;
+      },
+    },
+    { name: 'sweeper', run: () => sweeper?.stop() },
+    { name: 'queue', run: () => turnQueue.close() },
+    { name: 'auth', run: () => authenticator?.close() },
+    { name: 'redis', run: () => Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit()]) },
+  ]);
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

@@ -1,0 +1,139 @@
+import type { Redis } from 'ioredis';
+import { sessionEventsChannel } from './session-keys';
+
+/** Why a wait ended: a session event arrived, the timeout passed, or the waiter was disposed. */
+export type WaitOutcome = 'event' | 'timeout' | 'disposed';
+
+/**
+ * One long-poll's registration. Register before reading the session's status: an event that
+ * arrives between the read and `next()` is remembered, so no wake-up is lost.
+ */
+export interface SessionWaiter {
+  /** Resolves at the next event for the session (or a pending one), at `deadline` (Unix ms, null = never), or on dispose. */
+  next(deadline: number | null): Promise<WaitOutcome>;
+  /** Frees the waiter; a pending `next()` resolves `disposed`. Idempotent. */
+  dispose(): void;
+}
+
+interface WaiterState {
+  pending: boolean;
+  disposed: boolean;
+  wake: ((outcome: WaitOutcome) => void) | null;
+}
+
+/** Longest delay setTimeout honours; later deadlines are waited for in steps. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * Fans session events out to in-process long-polls over ONE Redis subscriber connection per
+ * process: every replica subscribes to the single events channel, so thousands of waiters cost
+ * a Map entry each, not a connection. After the subscriber reconnects every waiter is woken to
+ * re-read its session, since events published while it was down are lost.
+ */
+export class SessionEventHub {
+  private readonly waiters = new Map<string, Set<WaiterState>>();
+  private readonly channel: string;
+  private started: Promise<void> | null = null;
+  private connectedOnce = false;
+  private closed = false;
+
+  constructor(
+    private readonly subscriber: Redis,
+    prefix: string,
+  ) {
+    this.channel = sessionEventsChannel(prefix);
+  }
+
+  /** Subscribes the channel; resolves once events flow. Call before serving long-polls. */
+  start(): Promise<void> {
+    this.started ??= (async () => {
+      this.subscriber.on('message', (channel: string, message: string) => {
+        if (channel === this.channel) this.onMessage(message);
+      });
+      this.subscriber.on('ready', () => {
+        if (this.connectedOnce) this.wakeAll();
+      });
+      await this.subscriber.subscribe(this.channel);
+      this.connectedOnce = true;
+    })();
+    return this.started;
+  }
+
+  /** Number of registered waiters (for tests and metrics). */
+  get size(): number {
+    let total = 0;
+    for (const set of this.waiters.values()) total += set.size;
+    return total;
+  }
+
+  /** Registers a waiter for `sessionId`; dispose it when the request ends. */
+  register(sessionId: string): SessionWaiter {
+    const state: WaiterState = { pending: false, disposed: false, wake: null };
+    let set = this.waiters.get(sessionId);
+    if (!set) this.waiters.set(sessionId, (set = new Set()));
+    set.add(state);
+    const dispose = () => {
+      if (state.disposed) return;
+      state.disposed = true;
+      const current = this.waiters.get(sessionId);
+      current?.delete(state);
+      if (current?.size === 0) this.waiters.delete(sessionId);
+      state.wake?.('disposed');
+    };
+    const next = (deadline: number | null) =>
+      new Promise<WaitOutcome>((resolve) => {
+        if (state.disposed) return resolve('disposed');
+        if (this.closed) return resolve('timeout');
+        if (state.pending) {
+          state.pending = false;
+          return resolve('event');
+        }
+        let timer: NodeJS.Timeout | null = null;
+        const arm = () => {
+          if (deadline === null) return;
+          const remaining = deadline - Date.now();
+          if (remaining <= 0) return finish('timeout');
+          timer = setTimeout(arm, Math.min(remaining, MAX_TIMER_MS));
+        };
+        const finish = (outcome: WaitOutcome) => {
+          if (timer) clearTimeout(timer);
+          state.wake = null;
+          if (outcome === 'event') state.pending = false;
+          resolve(outcome);
+        };
+        state.wake = finish;
+        arm();
+      });
+    return { next, dispose };
+  }
+
+  /**
+   * Ends every wait as if its timeout had passed (each long-poll answers its current state) and
+   * makes later waits end at once; for shutdown, so open long-polls do not hold the server.
+   */
+  close(): void {
+    this.closed = true;
+    for (const set of this.waiters.values()) for (const state of set) state.wake?.('timeout');
+  }
+
+  private onMessage(message: string): void {
+    let sessionId: unknown;
+    try {
+      sessionId = (JSON.parse(message) as { session_id?: unknown }).session_id;
+    } catch {
+      return;
+    }
+    if (typeof sessionId !== 'string') return;
+    const set = this.waiters.get(sessionId);
+    if (set) for (const state of set) this.notify(state);
+  }
+
+  private wakeAll(): void {
+    for (const set of this.waiters.values()) for (const state of set) this.notify(state);
+  }
+
+  private notify(state: WaiterState): void {
+    if (state.wake) state.wake('event');
+    else state.pending = true;
+  }
+}

@@ -1,0 +1,38 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { AGENT_TURN_QUEUE, type AgentTurnJob } from '@tollway/contracts';
+
+/** BullMQ key prefix of the turn queue: the Redis prefix + `bull` (workers use the same). */
+export function turnQueuePrefix(redisPrefix: string): string {
+  return `${redisPrefix}bull`;
+}
+
+/** Finished jobs kept for inspection; the session store holds the real outcome. */
+const KEEP_FINISHED_JOBS = 100;
+
+/**
+ * The producer side of the agent-turn queue. `jobId` = turn id, so a turn is queued at most
+ * once; `attempts: 1` because a turn must never run twice (a lost worker is reaped to `error`).
+ */
+export class TurnQueueProducer {
+  private readonly queue: Queue<AgentTurnJob>;
+
+  constructor(connection: Redis, redisPrefix: string) {
+    this.queue = new Queue<AgentTurnJob>(AGENT_TURN_QUEUE, { connection, prefix: turnQueuePrefix(redisPrefix) });
+  }
+
+  /** Adds the turn's job; rejects when Redis refuses. */
+  async enqueue(job: AgentTurnJob): Promise<void> {
+    await this.queue.add(AGENT_TURN_QUEUE, job, {
+      jobId: job.turn_id,
+      attempts: 1,
+      removeOnComplete: KEEP_FINISHED_JOBS,
+      removeOnFail: KEEP_FINISHED_JOBS,
+    });
+  }
+
+  /** Closes the queue (not the connection it was given). */
+  close(): Promise<void> {
+    return this.queue.close();
+  }
+}
