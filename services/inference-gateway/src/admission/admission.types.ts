@@ -27,6 +27,11 @@ export interface AdmissionRequest {
   inputTokens: number;
   /** Output tokens reserved: max_tokens / max_completion_tokens or the documented default. */
   reservedOutputTokens: number;
+  /**
+   * True when `reservedOutputTokens` is the gateway's default (the client set no max_tokens):
+   * admission then caps it at the organization's output budget. See `outputReservation`.
+   */
+  reservationIsDefault?: boolean;
   /** Concurrent-request limit of the model (catalog `capacity`); null = unlimited. */
   capacity: number | null;
   /** Prices per million tokens, for credit. */

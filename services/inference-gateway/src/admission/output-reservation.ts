@@ -1,0 +1,19 @@
+/** The output tokens a request reserves in the `output_tokens` budget until its usage is known. */
+export interface OutputReservation {
+  tokens: number;
+  /** True when the client set neither max_completion_tokens nor max_tokens. */
+  isDefault: boolean;
+}
+
+/**
+ * `max_completion_tokens` ?? `max_tokens` ?? `defaultTokens` (config
+ * `DEFAULT_OUTPUT_RESERVATION_TOKENS`). A default reservation is capped at the organization's
+ * output budget by admission, and whatever is not used is refunded at settlement.
+ */
+export function outputReservation(
+  body: { max_completion_tokens?: number | null; max_tokens?: number | null },
+  defaultTokens: number,
+): OutputReservation {
+  const asked = body.max_completion_tokens ?? body.max_tokens;
+  return asked == null ? { tokens: defaultTokens, isDefault: true } : { tokens: asked, isDefault: false };
+}

@@ -1,0 +1,173 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { accountKeys, luaScript, USAGE_RETENTION_SECONDS, type AccountKeys } from '@tollway/accounts';
+import { BUDGET_KINDS, formatRateLimitDuration, RATE_LIMIT_HEADERS } from '@tollway/contracts';
+import { ServiceError, type Logger } from '@tollway/service-kit';
+import type { Admission, AdmissionRequest, AdmissionTicket, SettledUsage } from './admission.types';
+import { admissionUnavailable, insufficientQuota, providerOverloaded, rateLimitExceeded } from './admission-errors';
+import { invalidApiKey } from '../errors';
+import { ADMIT_LUA } from './scripts/admit.lua';
+import { SETTLE_LUA } from './scripts/settle.lua';
+
+const admitScript = luaScript(ADMIT_LUA);
+const settleScript = luaScript(SETTLE_LUA);
+
+/** Options of RedisAdmission. */
+export interface RedisAdmissionOptions {
+  redis: Redis;
+  /** Key prefix, e.g. `tollway:`. */
+  prefix: string;
+  /** How long a capacity lease lives without renewal (ms); renewed every third of it. Default 30 000. */
+  leaseMs?: number;
+  /** `retry-after-ms` advised on a capacity refusal; default 1000. */
+  capacityRetryAfterMs?: number;
+  /** Milliseconds since the epoch; injectable for tests. Default Date.now. */
+  now?: () => number;
+  /** Where settlement failures are reported (they never reach the client). */
+  logger?: Logger;
+}
+
+/** The Redis key of a model's capacity leases (a zset of lease id → expiry ms). */
+export function modelLeaseKey(prefix: string, modelId: string): string {
+  return `${prefix}{model:${modelId}}:leases`;
+}
+
+/**
+ * Admission control on Redis: one script per request checks credit, takes from the three
+ * per-minute token buckets and acquires a capacity lease; one script at the end settles. Every
+ * replica shares the same Redis, so limits hold across the cluster.
+ */
+export class RedisAdmission implements Admission {
+  private readonly redis: Redis;
+  private readonly prefix: string;
+  private readonly keys: AccountKeys;
+  private readonly leaseMs: number;
+  private readonly capacityRetryAfterMs: number;
+  private readonly now: () => number;
+  private readonly logger: Logger | undefined;
+
+  constructor(options: RedisAdmissionOptions) {
+    this.redis = options.redis;
+    this.prefix = options.prefix;
+    this.keys = accountKeys(options.prefix);
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.capacityRetryAfterMs = options.capacityRetryAfterMs ?? 1000;
+    this.now = options.now ?? Date.now;
+    this.logger = options.logger;
+  }
+
+  async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
+    const { orgId } = request.principal;
+    const leaseKey = modelLeaseKey(this.prefix, request.modelId);
+    const leaseId = request.capacity === null ? '' : randomUUID();
+    let result: unknown;
+    try {
+      result = await admitScript.run(
+        this.redis,
+        [this.keys.org(orgId), this.keys.buckets(orgId), leaseKey],
+        [
+          this.now(),
+          request.inputTokens,
+          request.reservedOutputTokens,
+          request.capacity ?? -1,
+          leaseId,
+          this.leaseMs,
+          request.reservationIsDefault ? '1' : '0',
+        ],
+      );
+    } catch (err) {
+      throw admissionUnavailable(err);
+    }
+    const reply = result as number[];
+    switch (reply[0]) {
+      case 0:
+        return this.ticket(request, leaseKey, leaseId, reply);
+      case 1:
+        throw this.budgetRefusal(request, reply);
+      case 2:
+        throw insufficientQuota();
+      case 3:
+        throw providerOverloaded(request.modelId, this.capacityRetryAfterMs);
+      default:
+        // The key outlived its organization by a cache TTL at most: the same answer as a revoked key.
+        throw invalidApiKey();
+    }
+  }
+
+  private budgetRefusal(request: AdmissionRequest, reply: number[]): ServiceError {
+    const index = (reply[1] ?? 1) - 1;
+    const kind = BUDGET_KINDS[index] ?? 'requests';
+    const needed = [1, request.inputTokens, request.reservedOutputTokens][index] ?? 1;
+    return rateLimitExceeded(kind, reply[4] ?? 0, needed, reply[2] ?? 1000, reply[3] === 1);
+  }
+
+  private ticket(request: AdmissionRequest, leaseKey: string, leaseId: string, reply: number[]): AdmissionTicket {
+    const [, limitRequests, remainingRequests, resetRequestsMs, limitTokens, remainingTokens, resetTokensMs, reserved] =
+      reply;
+    const reservedOutputTokens = reserved ?? request.reservedOutputTokens;
+    const headers = {
+      [RATE_LIMIT_HEADERS.limitRequests]: String(limitRequests),
+      [RATE_LIMIT_HEADERS.remainingRequests]: String(remainingRequests),
+      [RATE_LIMIT_HEADERS.resetRequests]: formatRateLimitDuration(resetRequestsMs ?? 0),
+      [RATE_LIMIT_HEADERS.limitTokens]: String(limitTokens),
+      [RATE_LIMIT_HEADERS.remainingTokens]: String(remainingTokens),
+      [RATE_LIMIT_HEADERS.resetTokens]: formatRateLimitDuration(resetTokensMs ?? 0),
+    };
+    let done = false;
+    // Renew the lease while the request runs, so only a dead replica's leases expire.
+    const renewal =
+      leaseId === ''
+        ? null
+        : setInterval(
+            () => {
+              const expiry = this.now() + this.leaseMs;
+              this.redis
+                .multi()
+                .zadd(leaseKey, 'XX', expiry, leaseId)
+                .pexpire(leaseKey, this.leaseMs * 2)
+                .exec()
+                .catch((err: unknown) =>
+                  this.logger?.warn('capacity lease renewal failed', { model: request.modelId, err: String(err) }),
+                );
+            },
+            Math.max(1, Math.floor(this.leaseMs / 3)),
+          );
+    renewal?.unref();
+
+    const finish = async (usage: SettledUsage | null): Promise<void> => {
+      if (done) return;
+      done = true;
+      if (renewal) clearInterval(renewal);
+      const { orgId } = request.principal;
+      const now = this.now();
+      try {
+        await settleScript.run(
+          this.redis,
+          [
+            this.keys.org(orgId),
+            this.keys.buckets(orgId),
+            leaseKey,
+            this.keys.usageMinute(orgId, Math.floor(now / 60_000)),
+          ],
+          [
+            now,
+            request.inputTokens,
+            reservedOutputTokens,
+            Math.max(0, Math.round(usage?.prompt_tokens ?? 0)),
+            Math.max(0, Math.round(usage?.completion_tokens ?? 0)),
+            request.pricePerMillion.input,
+            request.pricePerMillion.output,
+            leaseId,
+            request.modelId,
+            USAGE_RETENTION_SECONDS,
+            usage ? '1' : '0',
+          ],
+        );
+      } catch (err) {
+        // The lease expires on its own; the usage of this one request is lost, and said so.
+        this.logger?.error('settlement failed', { org: orgId, model: request.modelId, err: String(err) });
+      }
+    };
+    return { headers, settle: (usage) => finish(usage), release: () => finish(null) };
+  }
+}
