@@ -14,7 +14,11 @@ const sources = {
 
 describe('loadConfig', () => {
   it('applies schema defaults when nothing is set', () => {
-    expect(loadConfig(schema, sources, { env: {}, argv: [] })).toEqual({ port: 8080, maxSessions: 1000, allowCustomIds: false });
+    expect(loadConfig(schema, sources, { env: {}, argv: [] })).toEqual({
+      port: 8080,
+      maxSessions: 1000,
+      allowCustomIds: false,
+    });
   });
 
   it('reads the environment and lets flags win over it', () => {
@@ -27,7 +31,9 @@ describe('loadConfig', () => {
   });
 
   it('names the variable and flag of a bad value', () => {
-    expect(() => loadConfig(schema, sources, { env: { MAX_SESSIONS: 'lots' }, argv: [] })).toThrow(/MAX_SESSIONS \(--max-sessions\)/);
+    expect(() => loadConfig(schema, sources, { env: { MAX_SESSIONS: 'lots' }, argv: [] })).toThrow(
+      /MAX_SESSIONS \(--max-sessions\)/,
+    );
   });
 
   it('refuses unknown options and options without a value', () => {
