@@ -7,3 +7,4 @@ export * from './sessions/message.schema.js';
 export * from './sessions/webhook.schema.js';
 export * from './jobs/agent-turn.job.js';
 export * from './openapi/build-documents.js';
+export * from './admin/admin.schema.js';
