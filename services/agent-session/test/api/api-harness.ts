@@ -1,0 +1,111 @@
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { Express } from 'express';
+import { Redis } from 'ioredis';
+import { closeServer, createLogger, listen } from '@tollway/service-kit';
+import { buildApp, type AppDeps } from '../../src/app';
+import { readWorkerStats } from '../../src/worker/worker-registry';
+import { SessionEventHub } from '../../src/store/session-event-hub';
+import { SessionStore } from '../../src/store/session-store';
+import { TurnQueueProducer } from '../../src/store/turn-queue';
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+
+/** One API replica on real Redis under a test prefix: its app, store, hub and connections. */
+export interface ApiReplica {
+  app: Express;
+  store: SessionStore;
+  hub: SessionEventHub;
+  turnQueue: TurnQueueProducer;
+  redis: Redis;
+  subscriber: Redis;
+  /** Every Redis connection of this replica is named `<connectionTag>:<role>` (see CLIENT LIST). */
+  connectionTag: string;
+  close(): Promise<void>;
+}
+
+/** Options of startReplica: everything of AppDeps a test may want to change. */
+export type ReplicaOptions = Partial<Pick<AppDeps, 'authenticator' | 'maxSessions' | 'allowCustomIds' | 'clock' | 'turnQueue'>>;
+
+/** A unique key prefix for one test file. */
+export function testPrefix(): string {
+  return `test-${randomUUID()}:`;
+}
+
+/** Builds one API replica (a process's worth of connections) on `prefix`. */
+export async function startReplica(prefix: string, options: ReplicaOptions = {}): Promise<ApiReplica> {
+  const connectionTag = `replica-${randomUUID()}`;
+  const redis = new Redis(REDIS_URL, { connectionName: `${connectionTag}:api` });
+  const subscriber = new Redis(REDIS_URL, { connectionName: `${connectionTag}:events`, maxRetriesPerRequest: null });
+  const queueConnection = new Redis(REDIS_URL, { connectionName: `${connectionTag}:queue` });
+  const store = new SessionStore({ redis, prefix, clock: options.clock });
+  const hub = new SessionEventHub(subscriber, prefix);
+  await hub.start();
+  const turnQueue = new TurnQueueProducer(queueConnection, prefix);
+  const app = buildApp({
+    redis,
+    store,
+    hub,
+    turnQueue: options.turnQueue ?? turnQueue,
+    authenticator: options.authenticator ?? null,
+    workerStats: () => readWorkerStats(redis, prefix),
+    logger: createLogger({ service: 'agent-session-test', silent: true }),
+    maxSessions: options.maxSessions ?? 1000,
+    allowCustomIds: options.allowCustomIds ?? false,
+    maxBodyBytes: 1024 * 1024,
+    clock: options.clock,
+  });
+  return {
+    app,
+    store,
+    hub,
+    turnQueue,
+    redis,
+    subscriber,
+    connectionTag,
+    async close() {
+      hub.close();
+      await turnQueue.close().catch(() => undefined);
+      await Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit().catch(() => undefined)]);
+    },
+  };
+}
+
+/** Listens on 127.0.0.1:0 and returns the base URL and the server. */
+export async function serve(app: Express): Promise<{ url: string; server: Server; close(): Promise<void> }> {
+  const server = await listen(app, 0, '127.0.0.1');
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    server,
+    close: () => {
+      server.closeAllConnections();
+      return closeServer(server);
+    },
+  };
+}
+
+/** Deletes every key under `prefix` (SCAN + DEL). */
+export async function deleteKeys(prefix: string): Promise<void> {
+  const redis = new Redis(REDIS_URL);
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    if (keys.length > 0) await redis.del(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+  await redis.quit();
+}
+
+/** All keys under `prefix`, sorted. */
+export async function keysUnder(redis: Redis, prefix: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    found.push(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+  return found.sort();
+}

@@ -1,0 +1,129 @@
+import http from 'node:http';
+import request from 'supertest';
+import { deleteKeys, serve, startReplica, testPrefix, type ApiReplica } from './api-harness';
+
+const prefix = testPrefix();
+let a: ApiReplica;
+let b: ApiReplica;
+let server: Awaited<ReturnType<typeof serve>>;
+
+beforeAll(async () => {
+  // Two replicas with their own connections and hubs: waits on one, turns end through the other.
+  a = await startReplica(prefix);
+  b = await startReplica(prefix);
+  server = await serve(a.app);
+});
+
+afterAll(async () => {
+  await server.close();
+  await Promise.all([a.close(), b.close()]);
+  await deleteKeys(prefix);
+});
+
+async function runningSession(): Promise<{ id: string; turnId: string }> {
+  const id = (await request(a.app).post('/sessions')).body.session_id as string;
+  expect((await request(a.app).post(`/sessions/${id}/messages`).send({ content: 'q' })).status).toBe(202);
+  const turn = (await b.store.listRunningTurns()).find((t) => t.sessionId === id);
+  return { id, turnId: turn!.turnId };
+}
+
+/** Resolves once `count` waiters are registered on replica a's hub. */
+// supertest sends a request only once `.then` is called, so pending requests are started with `.then`.
+async function waitersRegistered(count: number): Promise<void> {
+  for (let i = 0; i < 200 && a.hub.size < count; i++) await new Promise((r) => setTimeout(r, 5));
+  expect(a.hub.size).toBe(count);
+}
+
+describe('GET /sessions/{id}?wait=true', () => {
+  it('wakes within milliseconds of a success on another replica: 200 idle with the response', async () => {
+    const { id, turnId } = await runningSession();
+    const pending = request(server.url).get(`/sessions/${id}?wait=true&timeout=10`).then((res) => ({ res, at: Date.now() }));
+    await waitersRegistered(1);
+    const reply = { role: 'assistant' as const, content: 'done' };
+    const finishedAt = Date.now();
+    expect(await b.store.finishTurn(id, turnId, { kind: 'success', append: [reply], response: reply })).toBe('applied');
+    const { res, at } = await pending;
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ session_id: id, status: 'idle', response: reply, error: null });
+    expect(at - finishedAt).toBeLessThan(250);
+    expect(a.hub.size).toBe(0);
+  });
+
+  it('answers 200 error when the agent fails', async () => {
+    const { id, turnId } = await runningSession();
+    const pending = request(server.url).get(`/sessions/${id}?wait=true`).then((res) => res);
+    await waitersRegistered(1);
+    await b.store.finishTurn(id, turnId, { kind: 'error', error: 'boom' });
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ session_id: id, status: 'error', response: null, error: 'boom' });
+  });
+
+  it('answers 200 running when the timeout passes first', async () => {
+    const { id } = await runningSession();
+    const started = Date.now();
+    const res = await request(server.url).get(`/sessions/${id}?wait=true&timeout=0.2`);
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe('running');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    expect(a.hub.size).toBe(0);
+  });
+
+  it('answers 404 when the session is deleted during the wait (from another replica)', async () => {
+    const { id } = await runningSession();
+    const pending = request(server.url).get(`/sessions/${id}?wait=1&timeout=10`).then((res) => res);
+    await waitersRegistered(1);
+    expect((await request(b.app).delete(`/sessions/${id}`)).status).toBe(204);
+    const res = await pending;
+    expect(res.status).toBe(404);
+    expect(res.body.error.code).toBe('session_not_found');
+  });
+
+  it('returns at once when not running, and 404 for a missing session', async () => {
+    const id = (await request(a.app).post('/sessions')).body.session_id as string;
+    expect((await request(a.app).get(`/sessions/${id}?wait=true`)).body.status).toBe('idle');
+    expect((await request(a.app).get('/sessions/6f1c9a52-3a55-4d7a-9d0e-0a5f1b2c3d4e?wait=true')).status).toBe(404);
+  });
+
+  it('does not block without wait=true, even with a timeout', async () => {
+    const { id } = await runningSession();
+    const started = Date.now();
+    const res = await request(a.app).get(`/sessions/${id}?wait=false&timeout=5`);
+    expect(res.body.status).toBe('running');
+    expect(Date.now() - started).toBeLessThan(1000);
+  });
+
+  it.each([['wait=maybe'], ['wait=true&timeout=soon'], ['wait=true&timeout=-1'], ['wait=true&wait=false']])(
+    'refuses %s with 400',
+    async (query) => {
+      const { id } = await runningSession();
+      const res = await request(a.app).get(`/sessions/${id}?${query}`);
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('invalid_request');
+    },
+  );
+
+  it('frees the waiter of a client that disconnects mid-wait', async () => {
+    const { id } = await runningSession();
+    const req = http.get(`${server.url}/sessions/${id}?wait=true`);
+    req.on('error', () => undefined);
+    await waitersRegistered(1);
+    req.destroy();
+    for (let i = 0; i < 200 && a.hub.size > 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(a.hub.size).toBe(0);
+  });
+
+  it('serves many concurrent waiters on one subscriber connection and wakes them all', async () => {
+    const sessions = await Promise.all(Array.from({ length: 50 }, () => runningSession()));
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 100 });
+    const pending = sessions.map(({ id }) => request(server.url).get(`/sessions/${id}?wait=true&timeout=10`).agent(agent).then((res) => res));
+    await waitersRegistered(50);
+    const clients = ((await b.redis.client('LIST')) as string).split('\n').filter((line) => line.includes(a.connectionTag));
+    await Promise.all(sessions.map(({ id, turnId }) => b.store.finishTurn(id, turnId, { kind: 'error', error: 'x' })));
+    const results = await Promise.all(pending);
+    expect(results.every((res) => res.status === 200 && res.body.status === 'error')).toBe(true);
+    // 50 waiters, and still only the replica's own three connections (api, events, queue).
+    expect(clients).toHaveLength(3);
+    agent.destroy();
+  });
+});

@@ -1,0 +1,216 @@
+import { Queue } from 'bullmq';
+import request from 'supertest';
+import { AGENT_TURN_QUEUE, AgentTurnJob, MessageResponse } from '@tollway/contracts';
+import { turnQueuePrefix, TurnQueueProducer } from '../../src/store/turn-queue';
+import { Redis } from 'ioredis';
+import { deleteKeys, startReplica, testPrefix, type ApiReplica } from './api-harness';
+
+const prefix = testPrefix();
+let api: ApiReplica;
+let queue: Queue;
+
+beforeAll(async () => {
+  api = await startReplica(prefix);
+  queue = new Queue(AGENT_TURN_QUEUE, { connection: { host: '127.0.0.1', port: 6379 }, prefix: turnQueuePrefix(prefix) });
+});
+
+afterAll(async () => {
+  await queue.close();
+  await api.close();
+  await deleteKeys(prefix);
+});
+
+async function newSession(state?: Array<{ role: string; content: string }>): Promise<string> {
+  return (await request(api.app).post('/sessions').send(state ? { state } : {})).body.session_id as string;
+}
+
+describe('POST /sessions/{id}/messages', () => {
+  it('accepts: 202, Location, running, the message in the history and one job on the queue', async () => {
+    const id = await newSession([{ role: 'user', content: 'earlier' }]);
+    const body = {
+      content: 'hello',
+      user_params: { model: 'm' },
+      webhook: { url: 'http://127.0.0.1:9/hook', token: 't' },
+    };
+    const res = await request(api.app).post(`/sessions/${id}/messages`).send(body);
+    expect(res.status).toBe(202);
+    expect(res.headers.location).toBe(`/sessions/${id}`);
+    expect(MessageResponse.parse(res.body)).toEqual({ session_id: id, status: 'running' });
+
+    const session = await request(api.app).get(`/sessions/${id}`);
+    expect(session.body).toEqual({ session_id: id, status: 'running', response: null, error: null });
+    const history = await request(api.app).get(`/sessions/${id}/messages`);
+    expect(history.body).toEqual([
+      { role: 'user', content: 'earlier' },
+      { role: 'user', content: 'hello' },
+    ]);
+
+    const running = (await api.store.listRunningTurns()).find((t) => t.sessionId === id);
+    expect(running).toBeDefined();
+    const job = await queue.getJob(running!.turnId);
+    expect(job).toBeDefined();
+    const payload = AgentTurnJob.parse(job!.data);
+    expect(payload).toMatchObject({ session_id: id, turn_id: running!.turnId, org_id: null });
+    expect(payload.message).toMatchObject({
+      content: 'hello',
+      role: 'user',
+      user_params: { model: 'm' },
+      webhook: { url: 'http://127.0.0.1:9/hook', token: 't', include_messages: false },
+    });
+    expect(job!.opts.attempts).toBe(1);
+  });
+
+  it('keeps tool fields and base64_image in the history', async () => {
+    const id = await newSession();
+    const message = {
+      role: 'tool',
+      content: '42',
+      tool_call_id: 'call_1',
+      name: 'calculator',
+    };
+    expect((await request(api.app).post(`/sessions/${id}/messages`).send(message)).status).toBe(202);
+    expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toEqual([message]);
+    const withImage = await newSession();
+    const image = { role: 'user', content: 'what is this?', base64_image: 'iVBORw0KGgo=' };
+    expect((await request(api.app).post(`/sessions/${withImage}/messages`).send(image)).status).toBe(202);
+    expect((await request(api.app).get(`/sessions/${withImage}/messages`)).body).toEqual([image]);
+  });
+
+  it('answers 409 to a send while running and changes nothing', async () => {
+    const id = await newSession();
+    expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'one' })).status).toBe(202);
+    const res = await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'two' });
+    expect(res.status).toBe(409);
+    expect(res.body.error.code).toBe('session_busy');
+    expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toEqual([{ role: 'user', content: 'one' }]);
+  });
+
+  it('gives exactly one 202 among many concurrent sends to an idle session', async () => {
+    const id = await newSession();
+    const results = await Promise.all(
+      Array.from({ length: 25 }, (_, i) => request(api.app).post(`/sessions/${id}/messages`).send({ content: `m${i}` })),
+    );
+    const statuses = results.map((res) => res.status).sort();
+    expect(statuses.filter((s) => s === 202)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(24);
+    expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toHaveLength(1);
+    expect((await queue.getJobs(['waiting'])).filter((job) => job.data.session_id === id)).toHaveLength(1);
+  });
+
+  it.each([
+    ['content of the wrong type', { content: 5 }, 'content'],
+    ['an unknown role', { role: 'robot', content: 'x' }, 'role'],
+    ['user_params that is not an object', { content: 'x', user_params: [1] }, 'user_params'],
+    ['a webhook url that is not http(s)', { content: 'x', webhook: { url: 'ftp://example.test/x' } }, 'webhook.url'],
+    ['a webhook without url', { content: 'x', webhook: { token: 'x' } }, 'webhook.url'],
+    ['include_messages that is not boolean', { content: 'x', webhook: { url: 'http://a.test', include_messages: 'yes' } }, 'webhook.include_messages'],
+    ['tool_calls that is not an array', { role: 'assistant', content: null, tool_calls: 'x' }, 'tool_calls'],
+  ])('refuses %s with 400 and leaves the session idle', async (_name, body, param) => {
+    const id = await newSession();
+    const res = await request(api.app).post(`/sessions/${id}/messages`).send(body);
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'invalid_request', param });
+    expect((await request(api.app).get(`/sessions/${id}`)).body.status).toBe('idle');
+  });
+
+  it('refuses broken JSON with 400', async () => {
+    const id = await newSession();
+    const res = await request(api.app).post(`/sessions/${id}/messages`).set('content-type', 'application/json').send('{"content":');
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_json');
+  });
+
+  it('answers 503 and leaves the session in error (accepting a new message) when the queue is unreachable', async () => {
+    const deadConnection = new Redis('redis://127.0.0.1:6379');
+    const deadQueue = new TurnQueueProducer(deadConnection, prefix);
+    await deadQueue.close();
+    await deadConnection.quit();
+    const broken = await startReplica(prefix, { turnQueue: deadQueue });
+    try {
+      const id = (await request(broken.app).post('/sessions')).body.session_id as string;
+      const res = await request(broken.app).post(`/sessions/${id}/messages`).send({ content: 'lost?' });
+      expect(res.status).toBe(503);
+      expect(res.body.error.code).toBe('turn_not_queued');
+      const session = await request(broken.app).get(`/sessions/${id}`);
+      expect(session.body).toMatchObject({ status: 'error', error: expect.stringContaining('could not be queued') });
+      expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
+    } finally {
+      await broken.close();
+    }
+  });
+});
+
+describe('transitions driven by the end of a turn', () => {
+  async function startTurn(): Promise<{ id: string; turnId: string }> {
+    const id = await newSession([{ role: 'user', content: 'before' }]);
+    expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'q' })).status).toBe(202);
+    const turn = (await api.store.listRunningTurns()).find((t) => t.sessionId === id);
+    return { id, turnId: turn!.turnId };
+  }
+
+  it('running → idle on success: response populated, messages appended', async () => {
+    const { id, turnId } = await startTurn();
+    const reply = { role: 'assistant' as const, content: 'a' };
+    const toolCall = { role: 'assistant' as const, content: null, tool_calls: [{ id: 'c1', type: 'function' }] };
+    const toolResult = { role: 'tool' as const, content: '1', tool_call_id: 'c1' };
+    expect(
+      await api.store.finishTurn(id, turnId, { kind: 'success', append: [toolCall, toolResult, reply], response: reply }),
+    ).toBe('applied');
+    expect((await request(api.app).get(`/sessions/${id}`)).body).toEqual({
+      session_id: id,
+      status: 'idle',
+      response: reply,
+      error: null,
+    });
+    expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toEqual([
+      { role: 'user', content: 'before' },
+      { role: 'user', content: 'q' },
+      toolCall,
+      toolResult,
+      reply,
+    ]);
+    expect(await api.store.finishTurn(id, turnId, { kind: 'error', error: 'late' })).toBe('stale');
+  });
+
+  it('running → error on failure: error set, the user message stays, nothing else appended; error → running accepted', async () => {
+    const { id, turnId } = await startTurn();
+    expect(await api.store.finishTurn(id, turnId, { kind: 'error', error: 'agent exploded' })).toBe('applied');
+    expect((await request(api.app).get(`/sessions/${id}`)).body).toEqual({
+      session_id: id,
+      status: 'error',
+      response: null,
+      error: 'agent exploded',
+    });
+    expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toEqual([
+      { role: 'user', content: 'before' },
+      { role: 'user', content: 'q' },
+    ]);
+    const late = { role: 'assistant' as const, content: 'late' };
+    expect(await api.store.finishTurn(id, turnId, { kind: 'success', append: [late], response: late })).toBe('stale');
+    expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'retry' })).status).toBe(202);
+    expect((await request(api.app).get(`/sessions/${id}`)).body).toEqual({
+      session_id: id,
+      status: 'running',
+      response: null,
+      error: null,
+    });
+  });
+
+  it('any → removed by DELETE while running: the cancellation is published and a late result is discarded', async () => {
+    const { id, turnId } = await startTurn();
+    const listener = api.subscriber.duplicate();
+    const cancelled = new Promise<string>((resolve) => listener.on('message', (_channel, message: string) => resolve(message)));
+    await listener.subscribe(`${prefix}turn-cancel`);
+    try {
+      expect((await request(api.app).delete(`/sessions/${id}`)).status).toBe(204);
+      expect(JSON.parse(await cancelled)).toEqual({ session_id: id, turn_id: turnId });
+      const late = { role: 'assistant' as const, content: 'late' };
+      expect(await api.store.finishTurn(id, turnId, { kind: 'success', append: [late], response: late })).toBe('stale');
+      expect(await api.store.getTurnContext(id, turnId)).toBeNull();
+      expect((await request(api.app).get(`/sessions/${id}`)).status).toBe(404);
+      expect((await api.store.listRunningTurns()).some((t) => t.sessionId === id)).toBe(false);
+    } finally {
+      await listener.quit();
+    }
+  });
+});
