@@ -1,5 +1,5 @@
-import type { Redis } from "ioredis";
-import { RedisScript } from "./redis-script";
+import type { Redis } from 'ioredis';
+import { LuaScript } from '../store/lua-script';
 
 /**
  * Cluster-wide bookkeeping of live workers and the turns they run, in Redis:
@@ -52,7 +52,8 @@ const NOW_MS = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 
  * KEYS: live, concurrency, leases. ARGV: none.
  * Drops expired workers, then returns { sum of live concurrency, count of unexpired leases }.
  */
-const READ_STATS = new RedisScript(`${NOW_MS}
+const READ_STATS = new LuaScript(
+  `${NOW_MS}
 local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 if #dead > 0 then
   redis.call('ZREM', KEYS[1], unpack(dead))
@@ -64,42 +65,56 @@ if #live > 0 then
   local values = redis.call('HMGET', KEYS[2], unpack(live))
   for _, v in ipairs(values) do total = total + (tonumber(v) or 0) end
 end
-return { total, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') }`);
+return { total, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') }`,
+  3,
+);
 
 /**
  * KEYS: live, concurrency, leases. ARGV: worker id, concurrency, ttl ms, lease members...
  * Registers or refreshes the worker and pushes the expiry of each of its leases that still exists.
  */
-const HEARTBEAT = new RedisScript(`${NOW_MS}
+const HEARTBEAT = new LuaScript(
+  `${NOW_MS}
 local ttl = tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 for i = 4, #ARGV do redis.call('ZADD', KEYS[3], 'XX', now + ttl, ARGV[i]) end
-return 1`);
+return 1`,
+  3,
+);
 
 /** KEYS: live, concurrency. ARGV: worker id. Removes the worker at once (orderly shutdown). */
-const DEREGISTER = new RedisScript(`redis.call('ZREM', KEYS[1], ARGV[1])
+const DEREGISTER = new LuaScript(
+  `redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
-return 1`);
+return 1`,
+  2,
+);
 
 /** KEYS: leases, lease-jobs. ARGV: member, ttl ms, job JSON. Takes a lease on one executing turn. */
-const ACQUIRE_LEASE = new RedisScript(`${NOW_MS}
+const ACQUIRE_LEASE = new LuaScript(
+  `${NOW_MS}
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-return 1`);
+return 1`,
+  2,
+);
 
 /** KEYS: leases, lease-jobs. ARGV: member. Releases a lease; returns 1 if this call removed it. */
-const RELEASE_LEASE =
-  new RedisScript(`local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+const RELEASE_LEASE = new LuaScript(
+  `local removed = redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
-return removed`);
+return removed`,
+  2,
+);
 
 /**
  * KEYS: leases, lease-jobs. ARGV: limit.
  * Claims up to `limit` expired leases: removes them and returns { member, job JSON or false, ... }.
  * Atomic, so of several reapers exactly one claims each orphan.
  */
-const CLAIM_EXPIRED = new RedisScript(`${NOW_MS}
+const CLAIM_EXPIRED = new LuaScript(
+  `${NOW_MS}
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local out = {}
 for _, m in ipairs(members) do
@@ -109,62 +124,38 @@ for _, m in ipairs(members) do
   table.insert(out, m)
   table.insert(out, job)
 end
-return out`);
+return out`,
+  2,
+);
 
 function leaseMember(sessionId: string, turnId: string): string {
   return `${sessionId}:${turnId}`;
 }
 
 /** Reads the cluster-wide worker totals for `/health`; also drops workers whose heartbeat expired. */
-export async function readWorkerStats(
-  redis: Redis,
-  prefix: string,
-): Promise<WorkerStats> {
+export async function readWorkerStats(redis: Redis, prefix: string): Promise<WorkerStats> {
   const keys = registryKeys(prefix);
-  const reply = (await READ_STATS.run(
-    redis,
-    [keys.live, keys.concurrency, keys.leases],
-    [],
-  )) as [number, number];
+  const reply = (await READ_STATS.run(redis, [keys.live, keys.concurrency, keys.leases], [])) as [number, number];
   return { maxWorkers: Number(reply[0]), runningWorkers: Number(reply[1]) };
 }
 
 /** Whether a lease (live or expired but not yet reaped) exists for the turn. */
-export async function hasTurnLease(
-  redis: Redis,
-  prefix: string,
-  sessionId: string,
-  turnId: string,
-): Promise<boolean> {
-  return (
-    (await redis.zscore(
-      registryKeys(prefix).leases,
-      leaseMember(sessionId, turnId),
-    )) !== null
-  );
+export async function hasTurnLease(redis: Redis, prefix: string, sessionId: string, turnId: string): Promise<boolean> {
+  return (await redis.zscore(registryKeys(prefix).leases, leaseMember(sessionId, turnId))) !== null;
 }
 
 /** Claims up to `limit` (default 100) orphaned turns whose lease expired; each is returned to one caller only. */
-export async function claimExpiredLeases(
-  redis: Redis,
-  prefix: string,
-  limit = 100,
-): Promise<OrphanedTurn[]> {
+export async function claimExpiredLeases(redis: Redis, prefix: string, limit = 100): Promise<OrphanedTurn[]> {
   const keys = registryKeys(prefix);
-  const reply = (await CLAIM_EXPIRED.run(
-    redis,
-    [keys.leases, keys.leaseJobs],
-    [limit],
-  )) as (string | null)[];
+  const reply = (await CLAIM_EXPIRED.run(redis, [keys.leases, keys.leaseJobs], [limit])) as (string | null)[];
   const orphans: OrphanedTurn[] = [];
   for (let i = 0; i < reply.length; i += 2) {
     const member = String(reply[i]);
-    const sep = member.indexOf(":");
+    const sep = member.indexOf(':');
     orphans.push({
       sessionId: member.slice(0, sep),
       turnId: member.slice(sep + 1),
-      jobJson:
-        typeof reply[i + 1] === "string" ? (reply[i + 1] as string) : null,
+      jobJson: typeof reply[i + 1] === 'string' ? (reply[i + 1] as string) : null,
     });
   }
   return orphans;
@@ -204,11 +195,7 @@ export class WorkerRegistration {
   }
 
   /** Takes the lease of a turn this worker starts executing; `jobJson` lets a reaper send its webhook. */
-  async acquireLease(
-    sessionId: string,
-    turnId: string,
-    jobJson: string,
-  ): Promise<void> {
+  async acquireLease(sessionId: string, turnId: string, jobJson: string): Promise<void> {
     const member = leaseMember(sessionId, turnId);
     this.held.add(member);
     await ACQUIRE_LEASE.run(
@@ -222,20 +209,12 @@ export class WorkerRegistration {
   async releaseLease(sessionId: string, turnId: string): Promise<boolean> {
     const member = leaseMember(sessionId, turnId);
     this.held.delete(member);
-    const removed = await RELEASE_LEASE.run(
-      this.options.redis,
-      [this.keys.leases, this.keys.leaseJobs],
-      [member],
-    );
+    const removed = await RELEASE_LEASE.run(this.options.redis, [this.keys.leases, this.keys.leaseJobs], [member]);
     return Number(removed) === 1;
   }
 
   /** Removes the worker from the registry (orderly shutdown); its leases, if any, expire normally. */
   async deregister(): Promise<void> {
-    await DEREGISTER.run(
-      this.options.redis,
-      [this.keys.live, this.keys.concurrency],
-      [this.options.workerId],
-    );
+    await DEREGISTER.run(this.options.redis, [this.keys.live, this.keys.concurrency], [this.options.workerId]);
   }
 }

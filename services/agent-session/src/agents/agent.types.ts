@@ -1,0 +1,76 @@
+import type OpenAI from 'openai';
+import type { Logger } from '@tollway/service-kit';
+import type { StoredMessage } from '../store/session-store';
+
+/**
+ * The agent interface. An agent module (`AGENT_MODULE`, default the built-in chat agent) exports one
+ * function, as its default export or as a named export `agent`:
+ *
+ *   export default async function agent(input: AgentInput, ctx: AgentContext): Promise<AgentResult>
+ *
+ * It runs inside a worker child process, one turn at a time. It receives the session history (every
+ * message before this turn), the new message and the message's `user_params`, and returns the messages
+ * to append after the new message (assistant replies, tool calls, tool results). The last assistant
+ * message it returns becomes the session's `response`. Throwing ends the turn in `error` with the
+ * exception's message, and nothing it would have returned is appended. It must honour `ctx.signal`
+ * (the turn was cancelled or timed out); the worker also kills the process shortly after.
+ */
+export type Agent = (input: AgentInput, ctx: AgentContext) => Promise<AgentResult>;
+
+/** What an agent is given about the turn. */
+export interface AgentInput {
+  /** The conversation so far, oldest first, without the new message. */
+  history: StoredMessage[];
+  /** The message sent by this turn (already stored in the history by the API). */
+  message: StoredMessage;
+  /** `user_params` of the send-message body; null when absent. */
+  userParams: Record<string, unknown> | null;
+}
+
+/** Settings of the worker an agent may follow. */
+export interface AgentSettings {
+  /** Model used when `user_params.model` is absent (`AGENT_DEFAULT_MODEL`). */
+  defaultModel: string;
+  /** Most tries of one model call, first try included (`AGENT_MAX_MODEL_TRIES`). */
+  maxModelTries: number;
+  /** First back-off delay between tries, in ms, before jitter. */
+  retryBaseDelayMs: number;
+  /** Longest back-off delay between tries, in ms. */
+  retryMaxDelayMs: number;
+}
+
+/** Services the worker hands an agent for one turn. */
+export interface AgentContext {
+  /** An `openai` client pointed at the inference gateway, with SDK retries off (see `callModel`). */
+  openai: OpenAI;
+  /** A logger whose records carry the session and turn ids. */
+  logger: Logger;
+  /** Aborted when the turn is cancelled (session deleted) or times out. */
+  signal: AbortSignal;
+  settings: AgentSettings;
+}
+
+/** What an agent returns. */
+export interface AgentResult {
+  /** Messages appended to the history after the new message, in order. */
+  messages: StoredMessage[];
+  /** Tokens consumed by every model call of the turn, reported in `trace_metrics.total_tokens`. */
+  usage?: { total_tokens: number };
+}
+
+/** Finds the agent function of a loaded module (default export, CommonJS interop, or `agent`); throws otherwise. */
+export function resolveAgentExport(mod: unknown, modulePath: string): Agent {
+  const candidates: unknown[] = [];
+  if (typeof mod === 'function') candidates.push(mod);
+  if (mod !== null && typeof mod === 'object') {
+    const record = mod as Record<string, unknown>;
+    candidates.push(record.default, record.agent);
+    const inner = record.default;
+    if (inner !== null && typeof inner === 'object') {
+      candidates.push((inner as Record<string, unknown>).default, (inner as Record<string, unknown>).agent);
+    }
+  }
+  const found = candidates.find((candidate) => typeof candidate === 'function');
+  if (!found) throw new Error(`agent module ${modulePath} exports no agent function (default export or "agent")`);
+  return found as Agent;
+}

@@ -1,0 +1,99 @@
+import OpenAI from 'openai';
+import type { ChatCompletion, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import type { AgentContext } from './agent.types';
+import { gatewayErrorMessage } from './gateway-client';
+
+/** A server-advised delay longer than this is ignored in favour of our own back-off (as openai-node does). */
+const MAX_ADVISED_DELAY_MS = 60_000;
+
+/** The failure of a model call after its last try; the message is the gateway's own. */
+export class ModelCallError extends Error {
+  constructor(
+    message: string,
+    /** HTTP status of the last try; undefined for network errors. */
+    readonly status: number | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'ModelCallError';
+  }
+}
+
+/** How a failed try is handled: give up, or try again after `delayMs` (undefined = own back-off). */
+export type RetryDecision = { retry: false } | { retry: true; advisedDelayMs: number | undefined };
+
+/**
+ * The inference spec's retry guidance: retry 429, 5xx and network faults; never 400/401/402/404 or
+ * any other 4xx; never a response with `x-should-retry: false`; honour `retry-after-ms`, then `retry-after`.
+ */
+export function retryDecision(err: unknown): RetryDecision {
+  if (err instanceof OpenAI.APIUserAbortError) return { retry: false };
+  if (err instanceof OpenAI.APIConnectionError) return { retry: true, advisedDelayMs: undefined };
+  if (!(err instanceof OpenAI.APIError) || err.status === undefined) return { retry: false };
+  const headers = err.headers;
+  if (headers?.get('x-should-retry') === 'false') return { retry: false };
+  if (err.status !== 429 && err.status < 500) return { retry: false };
+  return { retry: true, advisedDelayMs: advisedDelayMs(headers) };
+}
+
+/** `retry-after-ms` (ms) first, then `retry-after` (seconds or an HTTP date); undefined if absent or unusable. */
+export function advisedDelayMs(headers: Headers | undefined, now = Date.now()): number | undefined {
+  const ms = Number.parseFloat(headers?.get('retry-after-ms') ?? '');
+  let delay = Number.isFinite(ms) ? ms : undefined;
+  const after = headers?.get('retry-after');
+  if (delay === undefined && after) {
+    const seconds = Number.parseFloat(after);
+    delay = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(after) - now;
+    if (!Number.isFinite(delay)) delay = undefined;
+  }
+  if (delay === undefined || delay < 0 || delay > MAX_ADVISED_DELAY_MS) return undefined;
+  return delay;
+}
+
+/** Exponential back-off with jitter for try `attempt` (1 = the first retry): base·2^(attempt−1), capped, times 0.5–1. */
+export function backoffDelayMs(attempt: number, baseMs: number, maxMs: number, random = Math.random): number {
+  const ceiling = Math.min(maxMs, baseMs * 2 ** (attempt - 1));
+  return Math.round(ceiling * (0.5 + random() * 0.5));
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * One non-streaming chat completion through the gateway, retried per the retry guidance within
+ * `settings.maxModelTries` tries. A call that still fails throws a ModelCallError carrying the
+ * gateway's message.
+ */
+export async function callModel(
+  ctx: AgentContext,
+  body: ChatCompletionCreateParamsNonStreaming,
+): Promise<ChatCompletion> {
+  const { maxModelTries, retryBaseDelayMs, retryMaxDelayMs } = ctx.settings;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ctx.openai.chat.completions.create(body, { signal: ctx.signal });
+    } catch (err) {
+      if (ctx.signal.aborted) throw err;
+      const decision = retryDecision(err);
+      const status = err instanceof OpenAI.APIError ? err.status : undefined;
+      if (!decision.retry || attempt >= maxModelTries) {
+        throw new ModelCallError(gatewayErrorMessage(err), status, { cause: err });
+      }
+      const delay = decision.advisedDelayMs ?? backoffDelayMs(attempt, retryBaseDelayMs, retryMaxDelayMs);
+      ctx.logger.warn('model call failed; retrying', { status, attempt, delay_ms: delay });
+      await sleep(delay, ctx.signal);
+    }
+  }
+}

@@ -1,0 +1,50 @@
+import { randomBytes } from 'node:crypto';
+import type { ChatMessage, TraceMetrics, WebhookPayload, WebhookSpec } from '@tollway/contracts';
+import type { StoredMessage } from '../store/session-store';
+
+/** Error text of a turn ended because its session was deleted while it ran (sent with status `error`). */
+export const TURN_CANCELLED_ERROR = 'turn cancelled: session deleted';
+
+/** How a turn ended, for its webhook. */
+export type TurnEnd = { kind: 'success'; response: ChatMessage } | { kind: 'error'; error: string };
+
+/** What the webhook payload is built from. */
+export interface TurnReport {
+  sessionId: string;
+  end: TurnEnd;
+  /** The history after the turn (sent only when `include_messages`); null when unknown. */
+  history: StoredMessage[] | null;
+  /** Wall-clock milliseconds the turn took. */
+  durationMs: number;
+  /** Tokens of all model calls of the turn. */
+  totalTokens: number;
+}
+
+/** A new trace id (32 hex digits, the W3C trace-id shape). */
+export function newTraceId(): string {
+  return randomBytes(16).toString('hex');
+}
+
+/**
+ * The spec's WebhookPayload: `idle` + response on success, `error` + error otherwise; `messages`
+ * only with `include_messages`; `trace_metrics` only when tracing is on.
+ */
+export function buildWebhookPayload(spec: WebhookSpec, report: TurnReport, tracingEnabled: boolean): WebhookPayload {
+  const success = report.end.kind === 'success';
+  const traceMetrics: TraceMetrics | null = tracingEnabled
+    ? {
+        trace_id: newTraceId(),
+        total_duration: report.durationMs / 1000,
+        total_tokens: report.totalTokens,
+        has_error: !success,
+      }
+    : null;
+  return {
+    session_id: report.sessionId,
+    status: success ? 'idle' : 'error',
+    response: report.end.kind === 'success' ? report.end.response : null,
+    error: report.end.kind === 'error' ? report.end.error : null,
+    messages: spec.include_messages ? (report.history ?? []) : null,
+    trace_metrics: traceMetrics,
+  };
+}

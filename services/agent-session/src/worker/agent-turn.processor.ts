@@ -1,0 +1,120 @@
+import { UnrecoverableError, type Job } from 'bullmq';
+import { AgentTurnJob, type ChatMessage } from '@tollway/contracts';
+import type { Logger } from '@tollway/service-kit';
+import type { SessionStore, StoredMessage, TurnOutcome } from '../store/session-store';
+import type { TurnNotifier } from '../webhooks/turn-notifier';
+import { TURN_CANCELLED_ERROR, type TurnEnd } from '../webhooks/webhook-payload';
+import type { ChildOutcome, ChildPool } from './child-pool';
+import type { TurnCancellations } from './turn-cancellations';
+import type { WorkerRegistration } from './worker-registry';
+
+/** What the processor needs. */
+export interface AgentTurnProcessorDeps {
+  store: SessionStore;
+  pool: ChildPool;
+  registration: WorkerRegistration;
+  cancellations: TurnCancellations;
+  notifier: TurnNotifier;
+  logger: Logger;
+  /** A turn running longer is killed, in ms; 0 = no limit. */
+  turnTimeoutMs: number;
+  clock?: () => number;
+}
+
+/**
+ * The BullMQ processor of one agent turn: lease the turn, load its context, run the agent in a
+ * child process, end the turn compare-and-set, then send the webhook. It never throws for a turn
+ * that ran (a failed turn is a session state, not a job retry); an invalid payload is unrecoverable.
+ */
+export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Job) => Promise<void> {
+  const clock = deps.clock ?? Date.now;
+  return async (job) => {
+    const parsed = AgentTurnJob.safeParse(job.data);
+    if (!parsed.success) {
+      throw new UnrecoverableError(`invalid agent-turn job: ${parsed.error.issues[0]?.message ?? 'bad payload'}`);
+    }
+    const turn = parsed.data;
+    const { session_id: sessionId, turn_id: turnId } = turn;
+    const logger = deps.logger.child({ session_id: sessionId, turn_id: turnId });
+    const cancel = deps.cancellations.track(turnId);
+    const startedAt = clock();
+    try {
+      await deps.registration.acquireLease(sessionId, turnId, JSON.stringify(turn));
+      const context = await deps.store.getTurnContext(sessionId, turnId);
+      if (!context || cancel.aborted) {
+        // Deleted before the turn started (a lost turn is reaped, never left for a later start).
+        reportCancelled(deps, turn, context?.history ?? null, clock() - startedAt);
+        return;
+      }
+      const history = context.history.slice(0, -1);
+      const message = context.history.at(-1) ?? messageOf(turn.message);
+      const outcome = await deps.pool.run(
+        turnId,
+        sessionId,
+        { history, message, userParams: turn.message.user_params },
+        cancel,
+        deps.turnTimeoutMs,
+      );
+      if (outcome.kind === 'cancelled') {
+        logger.info('turn cancelled; agent process killed');
+        reportCancelled(deps, turn, context.history, clock() - startedAt);
+        return;
+      }
+      const end = toTurnOutcome(outcome);
+      const result = await deps.store.finishTurn(sessionId, turnId, end);
+      const durationMs = clock() - startedAt;
+      const totalTokens = outcome.kind === 'success' ? outcome.totalTokens : 0;
+      if (result === 'applied') {
+        if (end.kind === 'error') logger.warn('turn failed', { error: end.error });
+        const after = end.kind === 'success' ? [...context.history, ...end.append] : context.history;
+        deps.notifier.notify(turn, { sessionId, end: toTurnEnd(end), history: after, durationMs, totalTokens });
+        return;
+      }
+      // Stale: the session was deleted while the turn ended, or a reaper already ended it. The
+      // reaper claims the lease before it ends a turn, so a lease still ours means a deletion.
+      logger.info('turn result discarded: the turn is no longer current');
+      if (await deps.registration.releaseLease(sessionId, turnId)) {
+        reportCancelled(deps, turn, context.history, durationMs);
+      }
+    } finally {
+      deps.cancellations.untrack(turnId);
+      await deps.registration.releaseLease(sessionId, turnId);
+    }
+  };
+}
+
+function reportCancelled(
+  deps: AgentTurnProcessorDeps,
+  turn: AgentTurnJob,
+  history: StoredMessage[] | null,
+  durationMs: number,
+): void {
+  deps.notifier.notify(turn, {
+    sessionId: turn.session_id,
+    end: { kind: 'error', error: TURN_CANCELLED_ERROR },
+    history,
+    durationMs,
+    totalTokens: 0,
+  });
+}
+
+/** A child's outcome as the store's turn outcome; response = the last assistant message appended. */
+export function toTurnOutcome(outcome: Exclude<ChildOutcome, { kind: 'cancelled' }>): TurnOutcome {
+  if (outcome.kind !== 'success') return { kind: 'error', error: outcome.error };
+  const last = [...outcome.messages].reverse().find((message) => message.role === 'assistant');
+  if (!last) return { kind: 'error', error: 'the agent returned no assistant message' };
+  return { kind: 'success', append: outcome.messages, response: { role: 'assistant', content: last.content ?? null } };
+}
+
+function toTurnEnd(outcome: TurnOutcome): TurnEnd {
+  return outcome.kind === 'success' ? { kind: 'success', response: outcome.response } : outcome;
+}
+
+function messageOf(request: AgentTurnJob['message']): StoredMessage {
+  const message: StoredMessage = { role: request.role, content: request.content } satisfies ChatMessage;
+  if (request.tool_calls) message.tool_calls = request.tool_calls;
+  if (request.tool_call_id !== undefined) message.tool_call_id = request.tool_call_id;
+  if (request.name !== undefined) message.name = request.name;
+  if (request.base64_image !== undefined) message.base64_image = request.base64_image;
+  return message;
+}

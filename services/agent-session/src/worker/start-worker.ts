@@ -1,0 +1,168 @@
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { Queue, Worker } from 'bullmq';
+import { AGENT_TURN_QUEUE } from '@tollway/contracts';
+import { createLogger, createRedis, type Logger } from '@tollway/service-kit';
+import { SessionStore } from '../store/session-store';
+import { turnQueuePrefix } from '../store/turn-queue';
+import { TurnNotifier } from '../webhooks/turn-notifier';
+import { WebhookDelivery } from '../webhooks/webhook-delivery';
+import type { WorkerConfig } from '../worker-config';
+import { createAgentTurnProcessor } from './agent-turn.processor';
+import { ChildPool } from './child-pool';
+import { siblingFile } from './spawn-node';
+import { TurnCancellations } from './turn-cancellations';
+import { TurnReaper } from './turn-reaper';
+import { WorkerRegistration } from './worker-registry';
+
+/**
+ * BullMQ lock of an active job, in ms. With `maxStalledCount: 0` a job whose lock lapses is failed,
+ * never run again, and the reaper ends its turn; the lock is renewed every half of this.
+ */
+const JOB_LOCK_DURATION_MS = 10_000;
+/** How often BullMQ looks for stalled jobs, in ms. */
+const STALLED_INTERVAL_MS = 5_000;
+/** On shutdown, turns under way get this long to finish before their processes are killed, in ms. */
+const SHUTDOWN_TURN_GRACE_MS = 5_000;
+
+/** Optional collaborators of startWorker. */
+export interface StartWorkerDeps {
+  logger?: Logger;
+}
+
+/** A running worker. */
+export interface RunningWorker {
+  /** Unique id of this worker in the registry. */
+  workerId: string;
+  /** Process ids of the agent processes running turns now, by turn id. */
+  runningPids(): Map<string, number>;
+  /** Stops taking turns, lets those under way finish (briefly), deregisters and closes connections. */
+  close(): Promise<void>;
+}
+
+/** The built-in chat agent module (`agents/chat.agent`) of this build. */
+export function defaultAgentModule(): string {
+  return siblingFile(path.join(__dirname, '..', 'agents'), __filename, 'chat.agent');
+}
+
+/**
+ * Starts a worker: a pool of `concurrency` agent processes consuming the turn queue, its registry
+ * heartbeat, the turn-cancel listener and a reaper. Rejects when the agent module cannot be loaded.
+ */
+export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = {}): Promise<RunningWorker> {
+  const logger = deps.logger ?? createLogger({ service: 'agent-session-worker', level: config.logLevel });
+  const workerId = randomUUID();
+  const agentModule = config.agentModule ? path.resolve(config.agentModule) : defaultAgentModule();
+  if (!config.gatewayApiKey) logger.warn('neither GATEWAY_API_KEY nor DEV_API_KEY is set: model calls will get 401');
+
+  const pool = new ChildPool({
+    size: config.concurrency,
+    logger,
+    init: {
+      agentModule,
+      gatewayBaseUrl: config.gatewayBaseUrl,
+      gatewayApiKey: config.gatewayApiKey ?? 'unset',
+      gatewayTimeoutMs: config.gatewayTimeoutMs,
+      logLevel: config.logLevel,
+      settings: {
+        defaultModel: config.agentDefaultModel,
+        maxModelTries: config.agentMaxModelTries,
+        retryBaseDelayMs: config.agentRetryBaseDelayMs,
+        retryMaxDelayMs: config.agentRetryMaxDelayMs,
+      },
+    },
+  });
+  try {
+    await pool.start();
+  } catch (err) {
+    await pool.close();
+    throw err;
+  }
+
+  const redis = createRedis(config.redisUrl, { name: 'agent-session:worker' });
+  const queueRedis = createRedis(config.redisUrl, { name: 'agent-session:worker-queue', maxRetriesPerRequest: null });
+  const subscriber = createRedis(config.redisUrl, { name: 'agent-session:turn-cancel' });
+  const store = new SessionStore({ redis, prefix: config.redisPrefix });
+  const registration = new WorkerRegistration({
+    redis,
+    prefix: config.redisPrefix,
+    workerId,
+    concurrency: config.concurrency,
+    ttlMs: config.leaseTtlMs,
+  });
+  const cancellations = await TurnCancellations.start(subscriber, config.redisPrefix, logger);
+  const notifier = new TurnNotifier(
+    new WebhookDelivery({
+      logger,
+      timeoutMs: config.webhookTimeoutMs,
+      signingSecret: config.webhookSigningSecret,
+      allowedHosts: config.webhookAllowedHosts,
+    }),
+    config.tracingEnabled,
+  );
+  await registration.heartbeat();
+  const heartbeat = setInterval(
+    () => {
+      registration
+        .heartbeat()
+        .catch((err: unknown) => logger.warn('worker heartbeat failed', { err: (err as Error).message }));
+    },
+    Math.max(50, Math.floor(config.leaseTtlMs / 5)),
+  );
+  heartbeat.unref();
+
+  const queue = new Queue(AGENT_TURN_QUEUE, { connection: redis, prefix: turnQueuePrefix(config.redisPrefix) });
+  const reaper = new TurnReaper({
+    redis,
+    prefix: config.redisPrefix,
+    store,
+    queue,
+    notifier,
+    logger,
+    intervalMs: config.reaperIntervalMs,
+    leaseTtlMs: config.leaseTtlMs,
+  });
+  reaper.start();
+
+  const processor = createAgentTurnProcessor({
+    store,
+    pool,
+    registration,
+    cancellations,
+    notifier,
+    logger,
+    turnTimeoutMs: config.turnTimeoutMs,
+  });
+  const worker = new Worker(AGENT_TURN_QUEUE, processor, {
+    connection: queueRedis,
+    prefix: turnQueuePrefix(config.redisPrefix),
+    concurrency: config.concurrency,
+    maxStalledCount: 0,
+    stalledInterval: STALLED_INTERVAL_MS,
+    lockDuration: JOB_LOCK_DURATION_MS,
+  });
+  worker.on('error', (err) => logger.error('turn queue error', { err: err.message }));
+  worker.on('failed', (job, err) => logger.warn('turn job failed', { job_id: job?.id, err: err.message }));
+  logger.info('worker started', { worker_id: workerId, concurrency: config.concurrency, agent_module: agentModule });
+
+  let closing: Promise<void> | null = null;
+  const close = () =>
+    (closing ??= (async () => {
+      await reaper.stop();
+      const closed = worker.close();
+      const graceful = await Promise.race([
+        closed.then(() => true),
+        new Promise<false>((resolve) => setTimeout(() => resolve(false), SHUTDOWN_TURN_GRACE_MS).unref()),
+      ]);
+      if (!graceful) logger.warn('turns still running at shutdown are ended in error');
+      await pool.close();
+      await closed;
+      clearInterval(heartbeat);
+      await registration.deregister().catch(() => undefined);
+      await notifier.drain();
+      await cancellations.close();
+      await queue.close();
+      await Promise.all([redis.quit(), queueRedis.quit()]);
+    })());
+  return { workerId, runningPids: () => pool.runningPids(), close };
+}

@@ -1,0 +1,75 @@
+import { pathToFileURL } from 'node:url';
+import { createLogger, type Logger } from '@tollway/service-kit';
+import { resolveAgentExport, type Agent, type AgentContext } from '../agents/agent.types';
+import { createGatewayClient } from '../agents/gateway-client';
+import type { ChildInit, ChildMessage, ChildRun, ParentMessage } from './child-protocol';
+
+/**
+ * Entry point of a turn child process: loads the agent once, then runs the turns its parent sends,
+ * one at a time. The parent kills it with SIGKILL to cancel a turn; if the parent dies (the IPC
+ * channel closes) the child exits at once, so an orphaned turn makes no further model calls.
+ */
+
+let agent: Agent | null = null;
+let base: Omit<AgentContext, 'logger' | 'signal'> | null = null;
+let logger: Logger | null = null;
+const turnAborts = new Set<AbortController>();
+
+function send(message: ChildMessage): void {
+  process.send?.(message);
+}
+
+async function init(message: ChildInit): Promise<void> {
+  logger = createLogger({ service: 'agent-session-turn', level: message.logLevel });
+  try {
+    const mod: unknown = await import(pathToFileURL(message.agentModule).href);
+    agent = resolveAgentExport(mod, message.agentModule);
+  } catch (err) {
+    send({ type: 'fatal', error: `cannot load agent module: ${err instanceof Error ? err.message : String(err)}` });
+    process.exit(1);
+  }
+  base = {
+    openai: createGatewayClient({
+      baseURL: message.gatewayBaseUrl,
+      apiKey: message.gatewayApiKey,
+      timeoutMs: message.gatewayTimeoutMs,
+    }),
+    settings: message.settings,
+  };
+  send({ type: 'ready' });
+}
+
+async function run(message: ChildRun): Promise<void> {
+  if (!agent || !base || !logger) {
+    send({ type: 'done', turnId: message.turnId, ok: false, error: 'agent process not initialised' });
+    return;
+  }
+  const abort = new AbortController();
+  turnAborts.add(abort);
+  const turnLogger = logger.child({ session_id: message.sessionId, turn_id: message.turnId });
+  try {
+    const result = await agent(message.input, { ...base, logger: turnLogger, signal: abort.signal });
+    if (!result || !Array.isArray(result.messages)) throw new Error('the agent returned no messages array');
+    send({
+      type: 'done',
+      turnId: message.turnId,
+      ok: true,
+      messages: result.messages,
+      totalTokens: Number(result.usage?.total_tokens ?? 0) || 0,
+    });
+  } catch (err) {
+    send({ type: 'done', turnId: message.turnId, ok: false, error: err instanceof Error ? err.message : String(err) });
+  } finally {
+    turnAborts.delete(abort);
+  }
+}
+
+process.on('message', (message: ParentMessage) => {
+  if (message.type === 'init') void init(message);
+  else if (message.type === 'run') void run(message);
+});
+
+process.on('disconnect', () => {
+  for (const abort of turnAborts) abort.abort(new Error('worker process gone'));
+  process.exit(1);
+});

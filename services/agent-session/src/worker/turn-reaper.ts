@@ -1,0 +1,146 @@
+import { Job, type Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { AgentTurnJob } from '@tollway/contracts';
+import type { Logger } from '@tollway/service-kit';
+import type { SessionStore } from '../store/session-store';
+import type { TurnNotifier } from '../webhooks/turn-notifier';
+import { claimExpiredLeases, hasTurnLease, type OrphanedTurn } from './worker-registry';
+
+/** Error of a turn whose worker process stopped (killed, crashed, partitioned) while it ran. */
+export const WORKER_LOST_ERROR = 'turn failed: the worker process running it stopped before the turn ended';
+
+/** Error of a running turn whose queued job is gone or ended without finishing the turn. */
+export const JOB_LOST_ERROR = 'turn failed: its queued job was lost before a worker could run it';
+
+/** Job states in which a turn is still legitimately waiting for a worker. */
+const QUEUED_STATES = new Set(['waiting', 'delayed', 'prioritized', 'waiting-children']);
+
+/** Running turns checked per pass for a lost job (oldest first), bounding a pass under a large backlog. */
+const LOST_JOB_BATCH = 200;
+
+/** Options of TurnReaper. */
+export interface TurnReaperOptions {
+  redis: Redis;
+  prefix: string;
+  store: SessionStore;
+  /** The turn queue, to read the state of a job whose turn holds no lease. */
+  queue: Queue;
+  notifier: TurnNotifier;
+  logger: Logger;
+  /** Pass period, in ms. */
+  intervalMs: number;
+  /** Lease lifetime, in ms: a turn is only suspected once it is older than this. */
+  leaseTtlMs: number;
+  clock?: () => number;
+}
+
+/**
+ * Ends orphaned `running` turns in `error`: turns whose lease expired (their worker died) every
+ * pass, and, every few passes, running turns holding no lease whose job is gone, finished, failed
+ * (e.g. failed as stalled) or active without a lease for longer than a lease lifetime. Runs in every
+ * worker; claims are atomic and endings compare-and-set, so several reapers never double-end a turn.
+ */
+export class TurnReaper {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private passes = 0;
+  private readonly clock: () => number;
+
+  constructor(private readonly options: TurnReaperOptions) {
+    this.clock = options.clock ?? Date.now;
+  }
+
+  /** Starts periodic passes. */
+  start(): void {
+    this.timer = setInterval(() => {
+      if (this.running) return;
+      this.running = this.pass()
+        .then(
+          () => undefined,
+          (err: unknown) => {
+            this.options.logger.warn('reaper pass failed', { err: err instanceof Error ? err.message : String(err) });
+          },
+        )
+        .finally(() => {
+          this.running = null;
+        });
+    }, this.options.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the passes and waits for one under way. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  /** One pass; returns how many turns it ended. */
+  async pass(): Promise<number> {
+    let ended = 0;
+    for (;;) {
+      const orphans = await claimExpiredLeases(this.options.redis, this.options.prefix);
+      for (const orphan of orphans) if (await this.endOrphan(orphan)) ended++;
+      if (orphans.length === 0) break;
+    }
+    const lostJobEvery = Math.max(1, Math.round(this.options.leaseTtlMs / this.options.intervalMs));
+    if (this.passes++ % lostJobEvery === 0) ended += await this.endLostJobs();
+    return ended;
+  }
+
+  private async endOrphan(orphan: OrphanedTurn): Promise<boolean> {
+    const job = parseJob(orphan.jobJson);
+    return this.end(orphan.sessionId, orphan.turnId, WORKER_LOST_ERROR, job);
+  }
+
+  private async endLostJobs(): Promise<number> {
+    const cutoff = this.clock() - this.options.leaseTtlMs;
+    const suspects = (await this.options.store.listRunningTurns())
+      .filter((turn) => turn.startedAt <= cutoff)
+      .sort((a, b) => a.startedAt - b.startedAt)
+      .slice(0, LOST_JOB_BATCH);
+    let ended = 0;
+    for (const turn of suspects) {
+      if (await hasTurnLease(this.options.redis, this.options.prefix, turn.sessionId, turn.turnId)) continue;
+      const state = await this.options.queue.getJobState(turn.turnId);
+      if (QUEUED_STATES.has(state)) continue;
+      const job = state === 'unknown' ? undefined : await Job.fromId(this.options.queue, turn.turnId);
+      // Active without a lease: the worker died between taking the job and leasing the turn.
+      if (state === 'active' && (job?.processedOn ?? 0) > cutoff) continue;
+      if (await hasTurnLease(this.options.redis, this.options.prefix, turn.sessionId, turn.turnId)) continue;
+      const error = state === 'active' ? WORKER_LOST_ERROR : JOB_LOST_ERROR;
+      if (await this.end(turn.sessionId, turn.turnId, error, parseJob(job ? JSON.stringify(job.data) : null))) ended++;
+    }
+    return ended;
+  }
+
+  private async end(sessionId: string, turnId: string, error: string, job: AgentTurnJob | null): Promise<boolean> {
+    const result = await this.options.store.finishTurn(sessionId, turnId, { kind: 'error', error });
+    if (result !== 'applied') return false;
+    this.options.logger.warn('reaped an orphaned turn', { session_id: sessionId, turn_id: turnId, error });
+    if (job) {
+      const history = job.message.webhook?.include_messages
+        ? await this.options.store.messages(sessionId, job.org_id)
+        : null;
+      const durationMs = Math.max(0, this.clock() - job.accepted_at);
+      this.options.notifier.notify(job, {
+        sessionId,
+        end: { kind: 'error', error },
+        history,
+        durationMs,
+        totalTokens: 0,
+      });
+    }
+    return true;
+  }
+}
+
+function parseJob(json: string | null): AgentTurnJob | null {
+  if (json === null) return null;
+  try {
+    const parsed = AgentTurnJob.safeParse(JSON.parse(json));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
