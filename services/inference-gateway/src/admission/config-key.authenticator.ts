@@ -1,0 +1,29 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Authenticator, Principal } from './admission.types';
+
+/**
+ * Accepts the API keys listed in configuration (`API_KEYS`). Keys are held and compared as
+ * SHA-256 digests in constant time, against every configured key, so neither timing nor an
+ * early exit tells how close a guess was. All keys belong to one organization, `config`.
+ */
+export class ConfigKeyAuthenticator implements Authenticator {
+  private readonly digests: Buffer[];
+
+  constructor(keys: readonly string[]) {
+    this.digests = keys.map(digest);
+  }
+
+  async authenticate(bearerToken: string | undefined): Promise<Principal | null> {
+    if (!bearerToken) return null;
+    const candidate = digest(bearerToken);
+    let found = -1;
+    for (let i = 0; i < this.digests.length; i++) {
+      if (timingSafeEqual(candidate, this.digests[i] as Buffer) && found === -1) found = i;
+    }
+    return found === -1 ? null : { orgId: 'config', keyId: `config-key-${found}` };
+  }
+}
+
+function digest(key: string): Buffer {
+  return createHash('sha256').update(key).digest();
+}

@@ -1,0 +1,63 @@
+import express, { type Express, type Router } from 'express';
+import type { Redis } from 'ioredis';
+import type { InferenceOpenApiOptions } from '@tollway/contracts';
+import { errorMiddleware, requestId, type Logger } from '@tollway/service-kit';
+import type { Admission, Authenticator } from './admission/admission.types';
+import type { CatalogStore } from './catalog/catalog-store';
+import type { GatewayConfig } from './config';
+import type { EngineRegistry } from './engines';
+import { endpointNotFound } from './errors';
+import { requireApiKey } from './http/auth.middleware';
+import { engineShapedErrors } from './http/engine-error.middleware';
+import { chatCompletionsHandler } from './routes/chat-completions.route';
+import { healthRouter } from './routes/health.route';
+import { modelsRouter } from './routes/models.route';
+import { openApiRouter } from './routes/openapi.route';
+
+/** Everything the gateway app is built from; `main.ts` wires the real ones, tests their own. */
+export interface GatewayDeps {
+  config: GatewayConfig;
+  logger: Logger;
+  catalog: CatalogStore;
+  engines: EngineRegistry;
+  authenticator: Authenticator;
+  admission: Admission;
+  redis: Redis;
+  /** The admin API, mounted at `/admin/v1` outside the `/v1` key check. */
+  adminRouter?: Router;
+  /** Extra paths (the admin API) for `GET /openapi.json`. */
+  openApi?: InferenceOpenApiOptions;
+}
+
+/** Builds the gateway's express app (never listens). */
+export function buildApp(deps: GatewayDeps): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  app.use(requestId());
+  app.use(healthRouter(deps));
+  app.use(openApiRouter(deps.openApi));
+  if (deps.adminRouter) app.use('/admin/v1', deps.adminRouter);
+
+  const auth = requireApiKey(deps.authenticator);
+  // Any content type is read as JSON: clients that forget the header still get a JSON answer.
+  const json = express.json({ limit: deps.config.maxBodyBytes, type: () => true });
+  app.use('/v1', modelsRouter(deps.catalog, auth));
+  app.post(
+    '/v1/chat/completions',
+    auth,
+    json,
+    chatCompletionsHandler({
+      catalog: deps.catalog,
+      engines: deps.engines,
+      admission: deps.admission,
+      logger: deps.logger,
+      defaultOutputReservationTokens: deps.config.defaultOutputReservationTokens,
+    }),
+  );
+  // Unimplemented endpoints are 404 whether or not a key was sent.
+  app.use((req, _res, next) => next(endpointNotFound(req.method, req.path)));
+  app.use(engineShapedErrors());
+  app.use(errorMiddleware(deps.logger));
+  return app;
+}

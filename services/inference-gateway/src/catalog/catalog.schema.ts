@@ -1,0 +1,80 @@
+import { z } from 'zod';
+import { ModelId } from '@tollway/contracts';
+
+/** One replica of an OpenAI-compatible engine (vLLM, SGLang, llama.cpp server, Ollama, OpenAI). */
+export const EngineReplica = z.strictObject({
+  /** Base URL up to and including `/v1`, e.g. `http://10.0.0.5:8000/v1`. */
+  base_url: z.url({ protocol: /^https?$/ }),
+  /** Bearer key sent upstream, if the engine wants one. */
+  api_key: z.string().min(1).optional(),
+  /** Model name the engine knows; default the catalog id. */
+  model: z.string().min(1).optional(),
+});
+export type EngineReplica = z.infer<typeof EngineReplica>;
+
+export const OpenAICompatibleEngineSpec = z.strictObject({
+  kind: z.literal('openai-compatible'),
+  replicas: z.array(EngineReplica).min(1),
+  /** Ask for usage on every streamed chunk (vLLM's `stream_options.continuous_usage_stats`); turn off for engines that refuse it. */
+  continuous_usage_stats: z.boolean().default(true),
+});
+export type OpenAICompatibleEngineSpec = z.infer<typeof OpenAICompatibleEngineSpec>;
+
+/** Behaviour of the in-process simulated engine; the same options drive the standalone sim server. */
+export const SimulationOptions = z.strictObject({
+  /** Delay before the first token, ms. */
+  time_to_first_token_ms: z.number().min(0).default(5),
+  /** Delay between output tokens, ms. */
+  time_per_output_token_ms: z.number().min(0).default(1),
+  /** Requests generated at once; more wait in line like in an engine's scheduler. */
+  max_concurrency: z.number().int().min(1).default(256),
+  /** Output tokens when the request sets no max_tokens. */
+  default_max_tokens: z.number().int().min(1).default(64),
+  /** Context window: prompt + max_tokens beyond it is a 400 from the engine. */
+  max_model_len: z.number().int().min(16).default(32_768),
+  /** Emit `reasoning_content` before the answer, counted as reasoning tokens. */
+  reasoning: z.boolean().default(false),
+  /** Shape of parameter errors: vLLM's flat JSON, or a `text/plain` body. */
+  error_style: z.enum(['json', 'text']).default('json'),
+});
+export type SimulationOptions = z.infer<typeof SimulationOptions>;
+
+export const SimulatedEngineSpec = z.strictObject({
+  kind: z.literal('simulated'),
+  ...SimulationOptions.shape,
+});
+export type SimulatedEngineSpec = z.infer<typeof SimulatedEngineSpec>;
+
+export const EngineSpec = z.discriminatedUnion('kind', [OpenAICompatibleEngineSpec, SimulatedEngineSpec]);
+export type EngineSpec = z.infer<typeof EngineSpec>;
+
+export const CatalogModel = z.strictObject({
+  id: ModelId,
+  owned_by: z.string().min(1),
+  /** Unix timestamp, seconds. */
+  created: z.number().int().min(0),
+  engine: EngineSpec,
+  /** The narrowed family: `n` must be 1 and both penalties must be 0. */
+  narrowed: z.boolean().default(false),
+  /** Production-flagged: `top_p` must be within 0.95–1.0. */
+  production: z.boolean().default(false),
+  /** Concurrent requests the model takes across the cluster; null or absent = unlimited. */
+  capacity: z.number().int().min(1).nullable().default(null),
+  /** Prices in credit units per million tokens. */
+  price_per_million: z.strictObject({
+    input: z.number().min(0),
+    output: z.number().min(0),
+  }),
+});
+export type CatalogModel = z.infer<typeof CatalogModel>;
+
+export const CatalogFile = z
+  .strictObject({ models: z.array(CatalogModel).min(1) })
+  .superRefine((catalog, ctx) => {
+    const seen = new Set<string>();
+    catalog.models.forEach((model, index) => {
+      if (seen.has(model.id)) ctx.addIssue({ code: 'custom', path: ['models', index, 'id'], message: `duplicate model id "${model.id}"` });
+      seen.add(model.id);
+    });
+  });
+export type CatalogFile = z.infer<typeof CatalogFile>;

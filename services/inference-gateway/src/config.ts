@@ -1,0 +1,67 @@
+import path from 'node:path';
+import { z } from 'zod';
+import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
+
+/** The catalog that ships with the service (copied into `dist/` by the build). */
+export const DEFAULT_CATALOG_PATH = path.resolve(__dirname, '..', 'catalog', 'default.catalog.yaml');
+
+const apiKeyList = z
+  .string()
+  .transform((value) =>
+    value
+      .split(',')
+      .map((key) => key.trim())
+      .filter((key) => key.length > 0),
+  );
+
+/** The gateway's configuration, read once at start-up from the environment and flags. */
+export const GatewayConfigSchema = z.object({
+  /** TCP port to listen on; default 8080. */
+  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Interface to bind; default all interfaces. */
+  host: z.string().default('0.0.0.0'),
+  /** Redis connection URL; default `redis://127.0.0.1:6379`. */
+  redisUrl: z.string().default('redis://127.0.0.1:6379'),
+  /** Prefix of every Redis key the gateway writes; default `tollway:`. */
+  redisPrefix: z.string().default('tollway:'),
+  /** Path of the model catalog (YAML or JSON); default the shipped catalog. */
+  catalogPath: z.string().default(DEFAULT_CATALOG_PATH),
+  /** Reload the catalog when its file changes (SIGHUP always reloads); default true. */
+  catalogWatch: envBoolean.default(true),
+  /** Largest accepted request body, in bytes; default 4 MiB. Larger bodies get 400 `request_too_large`. */
+  maxBodyBytes: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+  /** Upstream timeout in milliseconds: time to the engine's first byte, and longest silence mid-stream; default 300 000. */
+  upstreamTimeoutMs: z.coerce.number().int().min(1).default(300_000),
+  /** Upstream connections kept per engine replica; default 128. */
+  upstreamConnections: z.coerce.number().int().min(1).default(128),
+  /** Output tokens reserved when a request sets neither max_tokens nor max_completion_tokens; default 1024. */
+  defaultOutputReservationTokens: z.coerce.number().int().min(1).default(1024),
+  /** API keys accepted by the config-key authenticator (comma-separated `API_KEYS`); default none. */
+  apiKeys: apiKeyList.default([]),
+  /** winston log level; default `info`. */
+  logLevel: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
+});
+
+/** Parsed gateway configuration. */
+export type GatewayConfig = Readonly<z.infer<typeof GatewayConfigSchema>>;
+
+/** Where each config field is read from. */
+export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSchema>, ConfigSource> = {
+  port: { env: 'GATEWAY_PORT', flag: 'port' },
+  host: { env: 'GATEWAY_HOST', flag: 'host' },
+  redisUrl: { env: 'REDIS_URL', flag: 'redis-url' },
+  redisPrefix: { env: 'REDIS_PREFIX' },
+  catalogPath: { env: 'CATALOG_PATH', flag: 'catalog' },
+  catalogWatch: { env: 'CATALOG_WATCH' },
+  maxBodyBytes: { env: 'MAX_BODY_BYTES' },
+  upstreamTimeoutMs: { env: 'UPSTREAM_TIMEOUT_MS' },
+  upstreamConnections: { env: 'UPSTREAM_CONNECTIONS' },
+  defaultOutputReservationTokens: { env: 'DEFAULT_OUTPUT_RESERVATION_TOKENS' },
+  apiKeys: { env: 'API_KEYS' },
+  logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
+};
+
+/** Parses the gateway configuration from `process.env` and `process.argv` (or the given input, for tests). */
+export function loadGatewayConfig(input?: { env?: NodeJS.ProcessEnv; argv?: readonly string[] }): GatewayConfig {
+  return loadConfig(GatewayConfigSchema, GATEWAY_CONFIG_SOURCES, input);
+}

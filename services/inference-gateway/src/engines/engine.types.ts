@@ -1,0 +1,64 @@
+import type { ChatCompletionChunk, ChatCompletionResponse, CreateChatCompletionRequest } from '@tollway/contracts';
+import type { SettledUsage } from '../admission/admission.types';
+
+/** One chat completion as the gateway hands it to an engine: validated, spec fields only. */
+export interface EngineCall {
+  /** The request; `model` is the catalog id (engines map it to their own name). */
+  request: CreateChatCompletionRequest;
+  /** Aborted when the client goes away: the engine must stop generating at once. */
+  signal: AbortSignal;
+}
+
+/** A non-streamed answer. */
+export interface CompletionResult {
+  completion: ChatCompletionResponse;
+  /** The engine's exact bytes, when they can be sent as they are (saves a re-serialisation). */
+  raw?: Buffer;
+}
+
+/**
+ * A streamed answer, returned only once the engine produced its first chunk, so a refusal
+ * still reaches the client with its real status. Chunks come in batches (one per read from the
+ * engine) so the relay writes one socket write per batch, not per chunk.
+ */
+export interface ChunkStream {
+  /** The first batch, non-empty. */
+  first: ChatCompletionChunk[];
+  /** The rest; ends when the engine signalled the end (`[DONE]`), throws when the stream broke. */
+  rest: AsyncIterable<ChatCompletionChunk[]>;
+}
+
+/** The engine-side half of a model: one kind per folder under `engines/`, created in `engines/index.ts`. */
+export interface Engine {
+  /** Generates a whole completion. Rejects with EngineHttpError when the engine refused. */
+  complete(call: EngineCall): Promise<CompletionResult>;
+  /** Starts a streamed completion; resolves after the first chunk. Rejects like `complete`. */
+  stream(call: EngineCall): Promise<ChunkStream>;
+  /** True when at least one replica answers (readiness). */
+  probe(): Promise<boolean>;
+  /** Frees connections once in-flight requests are done. */
+  close(): Promise<void>;
+}
+
+/**
+ * Thrown by an engine call that was aborted because the client went away; `usage` is what the
+ * engine produced before the abort when the engine can tell (null when it cannot).
+ */
+export class EngineAbortedError extends Error {
+  constructor(readonly usage: SettledUsage | null) {
+    super('The engine call was aborted because the client went away.');
+    this.name = 'EngineAbortedError';
+  }
+}
+
+/** The stream broke: an `{"error":…}` event from the engine, or the connection ended before `[DONE]`. */
+export class EngineStreamError extends Error {
+  constructor(
+    message: string,
+    readonly engineError: Record<string, unknown> | null,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'EngineStreamError';
+  }
+}

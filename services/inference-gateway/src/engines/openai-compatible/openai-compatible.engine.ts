@@ -1,0 +1,220 @@
+import type { ChatCompletionChunk, ChatCompletionResponse } from '@tollway/contracts';
+import type { Dispatcher } from 'undici';
+import type { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
+import { badEngineResponse, engineUnavailable, upstreamTimeout } from '../../errors';
+import { SseParser } from '../../streaming/sse-parser';
+import { EngineHttpError, flattenEngineError } from '../engine-error';
+import { EngineAbortedError, EngineStreamError, type ChunkStream, type CompletionResult, type Engine, type EngineCall } from '../engine.types';
+import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
+import { toEngineBody } from './to-engine';
+
+/** Errors raised before any response byte, on which a request is safe to send elsewhere. */
+const CONNECT_ERRORS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+]);
+
+/**
+ * An OpenAI-compatible HTTP engine (vLLM, SGLang, llama.cpp server, Ollama, OpenAI): keep-alive
+ * pools per replica, least-outstanding choice, one retry elsewhere on a connect error or a 5xx
+ * before the first byte, abort on client disconnect, streams read with backpressure.
+ */
+export class OpenAICompatibleEngine implements Engine {
+  private readonly replicas: ReplicaSet;
+  private readonly continuousUsage: boolean;
+
+  constructor(
+    private readonly modelId: string,
+    spec: OpenAICompatibleEngineSpec,
+    private readonly options: PoolOptions,
+  ) {
+    this.replicas = new ReplicaSet(spec.replicas, modelId, options);
+    this.continuousUsage = spec.continuous_usage_stats;
+  }
+
+  async complete(call: EngineCall): Promise<CompletionResult> {
+    const { replica, response } = await this.send(call);
+    try {
+      const raw = Buffer.from(await response.body.arrayBuffer());
+      let completion: ChatCompletionResponse;
+      try {
+        completion = JSON.parse(raw.toString('utf8')) as ChatCompletionResponse;
+      } catch (err) {
+        throw badEngineResponse(this.modelId, err);
+      }
+      if (typeof completion !== 'object' || completion === null || !Array.isArray(completion.choices)) {
+        throw badEngineResponse(this.modelId);
+      }
+      if (completion.model === this.modelId) return { completion, raw };
+      completion.model = this.modelId;
+      return { completion };
+    } catch (err) {
+      throw this.duringBody(err, call.signal);
+    } finally {
+      replica.outstanding--;
+    }
+  }
+
+  async stream(call: EngineCall): Promise<ChunkStream> {
+    const { replica, response } = await this.send(call);
+    const chunks = this.readChunks(response.body, replica, call.signal);
+    let first: IteratorResult<ChatCompletionChunk[]>;
+    try {
+      first = await chunks.next();
+    } catch (err) {
+      // An error event before any chunk is a refusal: give it its status, like a non-200 answer.
+      if (err instanceof EngineStreamError && err.engineError) {
+        const flat = flattenEngineError(err.engineError, 500);
+        const status = flat.code >= 400 && flat.code <= 599 ? flat.code : 500;
+        throw new EngineHttpError(status, 'application/json', Buffer.from(JSON.stringify({ ...flat, code: status })));
+      }
+      throw err;
+    }
+    if (first.done) throw badEngineResponse(this.modelId);
+    return { first: first.value, rest: { [Symbol.asyncIterator]: () => chunks } };
+  }
+
+  async probe(): Promise<boolean> {
+    const results = await Promise.all(
+      this.replicas.replicas.map(async (replica) => {
+        try {
+          const response = await replica.pool.request({
+            method: 'GET',
+            path: replica.modelsPath,
+            headers: replica.headers,
+            headersTimeout: 2000,
+            bodyTimeout: 2000,
+            signal: AbortSignal.timeout(2500),
+          });
+          await response.body.dump();
+          return response.statusCode < 500;
+        } catch {
+          return false;
+        }
+      }),
+    );
+    return results.includes(true);
+  }
+
+  close(): Promise<void> {
+    return this.replicas.close();
+  }
+
+  /** Sends to the best replica; on a connect error or a 5xx, once more to another. Resolves on a 200. */
+  private async send(call: EngineCall): Promise<{ replica: Replica; response: Dispatcher.ResponseData }> {
+    let replica = this.replicas.pick();
+    for (let attempt = 1; ; attempt++) {
+      replica.outstanding++;
+      let response: Dispatcher.ResponseData;
+      try {
+        response = await replica.pool.request({
+          method: 'POST',
+          path: replica.chatPath,
+          headers: replica.headers,
+          body: toEngineBody(call.request, { upstreamModel: replica.upstreamModel, continuousUsage: this.continuousUsage }),
+          signal: call.signal,
+        });
+      } catch (err) {
+        replica.outstanding--;
+        if (call.signal.aborted) throw new EngineAbortedError(null);
+        if (attempt === 1 && isConnectError(err)) {
+          replica = this.replicas.pick(replica);
+          continue;
+        }
+        if (errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT') throw upstreamTimeout(this.modelId, this.options.timeoutMs, err);
+        throw engineUnavailable(this.modelId, err);
+      }
+      if (response.statusCode === 200) return { replica, response };
+      try {
+        if (response.statusCode >= 500 && attempt === 1) {
+          await response.body.dump();
+          replica = this.replicas.pick(replica);
+          continue;
+        }
+        const body = Buffer.from(await response.body.arrayBuffer());
+        throw new EngineHttpError(response.statusCode, String(response.headers['content-type'] ?? ''), body);
+      } catch (err) {
+        throw this.duringBody(err, call.signal);
+      } finally {
+        replica.outstanding--;
+      }
+    }
+  }
+
+  /** Parses the engine's SSE into chunk batches; throws EngineStreamError when the stream breaks. */
+  private async *readChunks(body: Dispatcher.ResponseData['body'], replica: Replica, signal: AbortSignal): AsyncGenerator<ChatCompletionChunk[]> {
+    const parser = new SseParser();
+    let done = false;
+    try {
+      for await (const bytes of body) {
+        const batch: ChatCompletionChunk[] = [];
+        for (const payload of parser.push(bytes as Buffer)) {
+          if (done) continue;
+          if (payload === '[DONE]') {
+            done = true;
+            continue;
+          }
+          batch.push(this.parseChunk(payload));
+        }
+        if (batch.length > 0) yield batch;
+        if (done) break;
+      }
+      if (!done) {
+        const batch = parser.end().filter((payload) => payload !== '[DONE]').map((payload) => this.parseChunk(payload));
+        if (batch.length > 0) yield batch;
+        throw new EngineStreamError('The engine ended the stream before [DONE].', null);
+      }
+    } catch (err) {
+      if (err instanceof EngineStreamError) throw err;
+      if (signal.aborted) throw new EngineAbortedError(null);
+      const message = errorCode(err) === 'UND_ERR_BODY_TIMEOUT' ? 'The engine stopped sending within the upstream timeout.' : 'The engine connection broke mid-stream.';
+      throw new EngineStreamError(message, null, { cause: err });
+    } finally {
+      replica.outstanding--;
+      if (!done) body.destroy();
+    }
+  }
+
+  private parseChunk(payload: string): ChatCompletionChunk {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(payload);
+    } catch (err) {
+      throw new EngineStreamError('The engine sent an event that is not JSON.', null, { cause: err });
+    }
+    if (typeof parsed !== 'object' || parsed === null) throw new EngineStreamError('The engine sent an event that is not an object.', null);
+    const record = parsed as Record<string, unknown>;
+    if (record.error && typeof record.error === 'object') {
+      throw new EngineStreamError('The engine reported an error mid-stream.', record.error as Record<string, unknown>);
+    }
+    if (record.object === 'error') throw new EngineStreamError('The engine reported an error mid-stream.', record);
+    if (!Array.isArray(record.choices)) throw new EngineStreamError('The engine sent a chunk without choices.', null);
+    const chunk = parsed as ChatCompletionChunk;
+    if (chunk.model !== this.modelId) chunk.model = this.modelId;
+    return chunk;
+  }
+
+  private duringBody(err: unknown, signal: AbortSignal): unknown {
+    if (signal.aborted) return new EngineAbortedError(null);
+    if (errorCode(err) === 'UND_ERR_BODY_TIMEOUT') return upstreamTimeout(this.modelId, this.options.timeoutMs, err);
+    return err;
+  }
+}
+
+function errorCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function isConnectError(err: unknown): boolean {
+  const code = errorCode(err) ?? errorCode((err as { cause?: unknown } | null)?.cause);
+  return code !== undefined && CONNECT_ERRORS.has(code);
+}

@@ -1,0 +1,162 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ChatCompletionChunk, ChatCompletionResponse, CreateChatCompletionRequest } from '@tollway/contracts';
+import type { SimulationOptions } from '../../catalog/catalog.schema';
+import { EngineAbortedError } from '../engine.types';
+import { planCompletion, type CompletionPlan } from './plan';
+import { completionId, partialUsage, renderCompletion, renderStep, tokenSteps } from './render';
+
+/** Largest `top_logprobs` vLLM accepts. */
+const MAX_TOP_LOGPROBS = 20;
+
+/** A parameter the simulated engine refuses, as vLLM would (400). */
+export class SimParameterError extends Error {
+  constructor(
+    message: string,
+    readonly param: string | null,
+  ) {
+    super(message);
+    this.name = 'SimParameterError';
+  }
+}
+
+/** The prefix of a `text/plain` engine error. */
+export const TEXT_ERROR_PREFIX = 'Inference error: ';
+
+/** The engine's error body for a refused parameter, in the configured style. */
+export function renderSimError(err: SimParameterError, style: SimulationOptions['error_style']): { contentType: string; body: string } {
+  if (style === 'text') return { contentType: 'text/plain; charset=utf-8', body: `${TEXT_ERROR_PREFIX}${err.message}` };
+  return {
+    contentType: 'application/json',
+    body: JSON.stringify({ object: 'error', message: err.message, type: 'BadRequestError', param: err.param, code: 400 }),
+  };
+}
+
+/**
+ * The simulated engine's scheduler and clock: at most `max_concurrency` generations at once
+ * (others queue, as in an engine's scheduler), first token after `time_to_first_token_ms`, one
+ * token per `time_per_output_token_ms`. Aborts stop a generation at once and report what it had
+ * produced. Used in-process by the simulated engine and by the standalone sim server.
+ */
+export class Simulator {
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(readonly options: SimulationOptions) {}
+
+  /** Checks what the engine itself refuses and plans the completion. Throws SimParameterError. */
+  plan(request: CreateChatCompletionRequest): CompletionPlan {
+    if (request.top_logprobs != null && request.top_logprobs > MAX_TOP_LOGPROBS) {
+      throw new SimParameterError(`top_logprobs must be at most ${MAX_TOP_LOGPROBS}, got ${request.top_logprobs}.`, 'top_logprobs');
+    }
+    if (request.top_logprobs != null && request.top_logprobs > 0 && !request.logprobs) {
+      throw new SimParameterError('when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs');
+    }
+    const plan = planCompletion(request, { defaultMaxTokens: this.options.default_max_tokens, reasoning: this.options.reasoning });
+    const requested = request.max_completion_tokens ?? request.max_tokens ?? 0;
+    if (plan.promptTokens + requested > this.options.max_model_len) {
+      throw new SimParameterError(
+        `This model's maximum context length is ${this.options.max_model_len} tokens. However, you requested ` +
+          `${plan.promptTokens + requested} tokens (${plan.promptTokens} in the messages, ${requested} in the completion). ` +
+          'Please reduce the length of the messages or completion.',
+        null,
+      );
+    }
+    return plan;
+  }
+
+  /** Generates a whole completion. */
+  async complete(request: CreateChatCompletionRequest, signal: AbortSignal): Promise<ChatCompletionResponse> {
+    const plan = this.plan(request);
+    await this.acquire(signal, plan);
+    const started = performance.now();
+    try {
+      const duration = this.options.time_to_first_token_ms + this.options.time_per_output_token_ms * (tokenSteps(plan) - 1);
+      if (duration > 0) await this.wait(duration, signal, plan, started);
+      return renderCompletion(plan, completionId(), Math.floor(Date.now() / 1000));
+    } finally {
+      this.releaseSlot();
+    }
+  }
+
+  /** Generates a stream as batches of chunks; with no delays configured the whole stream is one batch. */
+  async *stream(
+    request: CreateChatCompletionRequest,
+    signal: AbortSignal,
+    options: { includeUsage: boolean; continuousUsage: boolean },
+  ): AsyncGenerator<ChatCompletionChunk[]> {
+    const plan = this.plan(request);
+    await this.acquire(signal, plan);
+    const started = performance.now();
+    try {
+      const id = completionId();
+      const created = Math.floor(Date.now() / 1000);
+      const last = tokenSteps(plan) + 1;
+      const { time_to_first_token_ms: ttft, time_per_output_token_ms: tpot } = this.options;
+      if (ttft === 0 && tpot === 0) {
+        const all: ChatCompletionChunk[] = [];
+        for (let step = 0; step <= last; step++) all.push(...renderStep(plan, step, id, created, options));
+        yield all;
+        return;
+      }
+      if (ttft > 0) await this.wait(ttft, signal, plan, started);
+      yield [...renderStep(plan, 0, id, created, options), ...renderStep(plan, 1, id, created, options)];
+      for (let step = 2; step <= last; step++) {
+        if (tpot > 0 && step < last) await this.wait(tpot, signal, plan, started);
+        if (signal.aborted) throw this.aborted(plan, started);
+        const batch = renderStep(plan, step, id, created, options);
+        if (batch.length > 0) yield batch;
+      }
+    } finally {
+      this.releaseSlot();
+    }
+  }
+
+  /** Requests generating now and waiting in line (for the sim server's stats). */
+  load(): { running: number; waiting: number } {
+    return { running: this.running, waiting: this.waiting.length };
+  }
+
+  private async wait(ms: number, signal: AbortSignal, plan: CompletionPlan, started: number): Promise<void> {
+    try {
+      await sleep(ms, undefined, { signal });
+    } catch {
+      throw this.aborted(plan, started);
+    }
+  }
+
+  /** The abort error with the tokens generated by now, from the simulated clock. */
+  private aborted(plan: CompletionPlan, started: number): EngineAbortedError {
+    const elapsed = performance.now() - started;
+    const { time_to_first_token_ms: ttft, time_per_output_token_ms: tpot } = this.options;
+    const steps = elapsed < ttft ? 0 : tpot > 0 ? 1 + Math.floor((elapsed - ttft) / tpot) : tokenSteps(plan);
+    return new EngineAbortedError(partialUsage(plan, Math.min(steps, tokenSteps(plan))));
+  }
+
+  private async acquire(signal: AbortSignal, plan: CompletionPlan): Promise<void> {
+    if (signal.aborted) throw new EngineAbortedError(partialUsage(plan, 0));
+    if (this.running < this.options.max_concurrency) {
+      this.running++;
+      return;
+    }
+    await new Promise<void>((resolve, reject) => {
+      const grant = () => {
+        signal.removeEventListener('abort', onAbort);
+        this.running++;
+        resolve();
+      };
+      const onAbort = () => {
+        const at = this.waiting.indexOf(grant);
+        if (at !== -1) this.waiting.splice(at, 1);
+        reject(new EngineAbortedError(partialUsage(plan, 0)));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.waiting.push(grant);
+    });
+  }
+
+  private releaseSlot(): void {
+    this.running--;
+    const next = this.waiting.shift();
+    if (next) next();
+  }
+}

@@ -1,0 +1,110 @@
+import { ENGINE_BAD_REQUEST_TYPE, INFERENCE_ERROR_CODES } from '@tollway/contracts';
+import { ServiceError } from '@tollway/service-kit';
+
+/**
+ * The gateway's error table. Every non-200 the gateway itself decides is built here, so each
+ * status, code and message lives in one place; the service's errorMiddleware writes them.
+ * Engine errors are not here: they pass through as the engine wrote them (see engines/engine-error.ts).
+ */
+
+/** 401: missing, malformed, unknown or revoked key. The spec wants no `code` field at all. */
+export function invalidApiKey(): ServiceError {
+  return new ServiceError({ status: 401, message: 'Invalid API key provided. Send "Authorization: Bearer <API_KEY>".' });
+}
+
+/** 400 `model_required`: the body has no `model`. */
+export function modelRequired(): ServiceError {
+  return new ServiceError({
+    status: 400,
+    code: INFERENCE_ERROR_CODES.modelRequired,
+    param: 'model',
+    message: 'You must provide a model parameter.',
+  });
+}
+
+/** 400 `invalid_json`: the body parses but is not a JSON object. */
+export function bodyNotObject(): ServiceError {
+  return new ServiceError({
+    status: 400,
+    code: INFERENCE_ERROR_CODES.invalidJson,
+    message: 'The request body must be a JSON object.',
+  });
+}
+
+/** 404 `model_not_found`, quoting the requested id; `param` is null as the spec says. */
+export function modelNotFound(modelId: string): ServiceError {
+  return new ServiceError({
+    status: 404,
+    code: INFERENCE_ERROR_CODES.modelNotFound,
+    param: null,
+    message: `The model '${truncate(modelId)}' does not exist or you do not have access to it.`,
+  });
+}
+
+/** 404 for paths the API does not implement; the spec uses the model-not-found row for these too. */
+export function endpointNotFound(method: string, path: string): ServiceError {
+  return new ServiceError({
+    status: 404,
+    code: INFERENCE_ERROR_CODES.modelNotFound,
+    param: null,
+    message: `Unknown endpoint '${method} ${truncate(path)}': this service implements /v1/models and /v1/chat/completions.`,
+  });
+}
+
+/** 502: no replica of the model's engine could be reached (after the one retry). */
+export function engineUnavailable(modelId: string, cause: unknown): ServiceError {
+  return new ServiceError({
+    status: 502,
+    type: 'server_error',
+    code: 'engine_unavailable',
+    message: `No engine serving '${modelId}' could be reached. Retry later.`,
+    cause,
+  });
+}
+
+/** 504: the engine did not answer within UPSTREAM_TIMEOUT_MS. */
+export function upstreamTimeout(modelId: string, timeoutMs: number, cause: unknown): ServiceError {
+  return new ServiceError({
+    status: 504,
+    type: 'server_error',
+    code: 'upstream_timeout',
+    message: `The engine serving '${modelId}' did not answer within ${timeoutMs} ms.`,
+    cause,
+  });
+}
+
+/** 502: the engine answered 200 with something that is not a chat completion. */
+export function badEngineResponse(modelId: string, cause?: unknown): ServiceError {
+  return new ServiceError({
+    status: 502,
+    type: 'server_error',
+    code: 'bad_engine_response',
+    message: `The engine serving '${modelId}' sent a response the gateway could not read.`,
+    cause,
+  });
+}
+
+/**
+ * A request-parameter failure answered by the gateway in the engine's flat shape
+ * (`{object:"error", message, type:"BadRequestError", param, code:400}`), so a bad request never
+ * costs an engine round trip and clients see one shape whoever refused it.
+ */
+export class ParameterError extends Error {
+  readonly status = 400;
+  constructor(
+    message: string,
+    readonly param: string | null,
+  ) {
+    super(message);
+    this.name = 'ParameterError';
+  }
+
+  /** The flat engine body. */
+  toBody(): { object: 'error'; message: string; type: string; param: string | null; code: number } {
+    return { object: 'error', message: this.message, type: ENGINE_BAD_REQUEST_TYPE, param: this.param, code: 400 };
+  }
+}
+
+function truncate(value: string): string {
+  return value.length > 200 ? `${value.slice(0, 200)}…` : value;
+}

@@ -1,0 +1,46 @@
+import { createLogger, createRedis, installShutdown, listen, closeServer } from '@tollway/service-kit';
+import { ConfigKeyAuthenticator } from './admission/config-key.authenticator';
+import { UnmeteredAdmission } from './admission/unmetered.admission';
+import { buildApp } from './app';
+import { CatalogStore } from './catalog/catalog-store';
+import { loadGatewayConfig } from './config';
+import { EngineRegistry } from './engines';
+
+async function main(): Promise<void> {
+  const config = loadGatewayConfig();
+  const logger = createLogger({ service: 'inference-gateway', level: config.logLevel });
+  const catalog = CatalogStore.fromFile(config.catalogPath);
+  const engines = new EngineRegistry({ connections: config.upstreamConnections, timeoutMs: config.upstreamTimeoutMs });
+  catalog.subscribe((models) => engines.sync(models));
+  const reloaded = (models: readonly unknown[]) => logger.info('catalog reloaded', { models: models.length });
+  const reloadFailed = (err: unknown) => logger.error('catalog reload failed; keeping the previous one', { err: String(err) });
+  if (config.catalogWatch) catalog.watch(reloaded, reloadFailed);
+  process.on('SIGHUP', () => {
+    try {
+      reloaded(catalog.reload());
+    } catch (err) {
+      reloadFailed(err);
+    }
+  });
+  const redis = createRedis(config.redisUrl, { name: 'gateway' });
+  const authenticator = new ConfigKeyAuthenticator(config.apiKeys);
+  const admission = new UnmeteredAdmission();
+
+  const app = buildApp({ config, logger, catalog, engines, authenticator, admission, redis });
+  const server = await listen(app, config.port, config.host);
+  // Longer than the usual load balancer idle timeout (60 s), so the balancer closes first.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  logger.info('gateway listening', { port: config.port, host: config.host, models: catalog.all().length });
+  installShutdown(logger, [
+    { name: 'http', run: () => closeServer(server) },
+    { name: 'catalog', run: () => catalog.close() },
+    { name: 'engines', run: () => engines.close() },
+    { name: 'redis', run: () => redis.quit() },
+  ]);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`inference-gateway failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,131 @@
+import type { ChatCompletionChunk, ChunkChoice, Usage } from '@tollway/contracts';
+import type { SettledUsage } from '../admission/admission.types';
+import { countTextTokens } from '../tokenizer/count-tokens';
+
+/**
+ * Turns whatever chunks an engine sends into the spec's six Events rules:
+ * the first chunk is the role delta without usage; the chunk carrying `finish_reason` has no
+ * usage; every other chunk carries usage (the engine's own, or a running count); the last JSON
+ * chunk has empty `choices` and the totals. Usage is sent whether or not the client asked for it
+ * (the spec lists these chunks unconditionally). Engine usage chunks with empty `choices` are
+ * held back and only the last one is sent, at the end. Pure apart from its own state.
+ */
+export class ChunkNormaliser {
+  private started = false;
+  private template: Pick<ChatCompletionChunk, 'id' | 'created' | 'model'> | null = null;
+  /** The latest cumulative usage the engine reported, on any chunk. */
+  private engineUsage: Usage | null = null;
+  /** The engine's final usage chunk, if it sent one. */
+  private finalUsage: Usage | null = null;
+  /** Pieces relayed, a cheap running count for engines without per-chunk usage. */
+  private pieces = 0;
+  /** Text relayed, counted with the tokenizer only when the engine never reports usage. */
+  private readonly text: string[] = [];
+
+  constructor(
+    private readonly modelId: string,
+    private readonly promptTokens: number,
+  ) {}
+
+  /** The chunks to send for one engine chunk (none, one, or a role chunk and the chunk). */
+  accept(chunk: ChatCompletionChunk, out: ChatCompletionChunk[]): void {
+    if (isUsage(chunk.usage)) this.engineUsage = chunk.usage;
+    this.template ??= { id: chunk.id, created: chunk.created, model: this.modelId };
+    if (chunk.choices.length === 0) {
+      if (isUsage(chunk.usage)) this.finalUsage = chunk.usage;
+      return;
+    }
+    if (!this.started) {
+      this.started = true;
+      if (isBareRoleChunk(chunk.choices)) {
+        delete chunk.usage;
+        out.push(chunk);
+        return;
+      }
+      out.push(this.roleChunk(chunk.choices.map((choice) => choice.index)));
+      for (const choice of chunk.choices) if (choice.delta) delete choice.delta.role;
+    }
+    let finishing = false;
+    for (const choice of chunk.choices) {
+      if (choice.finish_reason) finishing = true;
+      this.count(choice);
+    }
+    if (finishing) delete chunk.usage;
+    else if (!isUsage(chunk.usage)) chunk.usage = this.runningUsage();
+    out.push(chunk);
+  }
+
+  /** The closing chunks: a role chunk if nothing was sent yet, then the totals with empty `choices`. */
+  finish(out: ChatCompletionChunk[]): void {
+    if (!this.started) {
+      this.started = true;
+      out.push(this.roleChunk([0]));
+    }
+    out.push({ ...this.base(), choices: [], usage: this.totals() });
+  }
+
+  /** What the request consumed: the engine's final or latest usage, else a count of what was relayed. */
+  settledUsage(): SettledUsage {
+    const usage = this.finalUsage ?? this.engineUsage;
+    if (usage) return { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens };
+    return { prompt_tokens: this.promptTokens, completion_tokens: countTextTokens(this.text.join('')) };
+  }
+
+  private totals(): Usage {
+    if (this.finalUsage) return this.finalUsage;
+    const { prompt_tokens, completion_tokens } = this.settledUsage();
+    return { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+  }
+
+  private runningUsage(): Usage {
+    const prompt = this.engineUsage?.prompt_tokens ?? this.promptTokens;
+    const completion = Math.max(this.engineUsage?.completion_tokens ?? 0, this.pieces);
+    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  }
+
+  private count(choice: ChunkChoice): void {
+    const delta = choice.delta;
+    if (!delta) return;
+    const keepText = this.engineUsage === null;
+    if (delta.content) {
+      this.pieces++;
+      if (keepText) this.text.push(delta.content);
+    }
+    if (delta.reasoning_content) {
+      this.pieces++;
+      if (keepText) this.text.push(delta.reasoning_content);
+    }
+    if (delta.tool_calls) {
+      this.pieces++;
+      if (keepText) this.text.push(JSON.stringify(delta.tool_calls));
+    }
+  }
+
+  private roleChunk(indexes: number[]): ChatCompletionChunk {
+    return {
+      ...this.base(),
+      choices: indexes.map((index) => ({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null })),
+    };
+  }
+
+  private base(): Pick<ChatCompletionChunk, 'id' | 'object' | 'created' | 'model'> {
+    const template = this.template ?? { id: 'chatcmpl-gateway', created: Math.floor(Date.now() / 1000), model: this.modelId };
+    return { id: template.id, object: 'chat.completion.chunk', created: template.created, model: template.model };
+  }
+}
+
+function isUsage(value: unknown): value is Usage {
+  if (typeof value !== 'object' || value === null) return false;
+  const usage = value as Partial<Usage>;
+  return typeof usage.prompt_tokens === 'number' && typeof usage.completion_tokens === 'number' && typeof usage.total_tokens === 'number';
+}
+
+/** A first chunk that only opens the choices: a role, empty or no content, no finish. */
+function isBareRoleChunk(choices: readonly ChunkChoice[]): boolean {
+  for (const choice of choices) {
+    const delta = choice.delta;
+    if (!delta?.role || choice.finish_reason) return false;
+    if (delta.content || delta.reasoning_content || (delta.tool_calls && delta.tool_calls.length > 0)) return false;
+  }
+  return true;
+}

@@ -1,0 +1,94 @@
+import type { ServerResponse } from 'node:http';
+import { SSE_DONE_LINE, type ChatCompletionChunk } from '@tollway/contracts';
+import type { SettledUsage } from '../admission/admission.types';
+import { EngineAbortedError, EngineStreamError, type ChunkStream } from '../engines/engine.types';
+import type { ChunkNormaliser } from './chunk-normaliser';
+
+/** Headers of every SSE response. */
+export const SSE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  'x-accel-buffering': 'no',
+});
+
+/** How a relayed stream ended, with the usage to settle. */
+export interface RelayResult {
+  outcome: 'done' | 'aborted' | 'failed';
+  usage: SettledUsage;
+  /** Why it failed, for the log. */
+  error?: unknown;
+}
+
+const DONE_FRAME = `${SSE_DONE_LINE}\n\n`;
+
+/**
+ * Relays an engine stream to the client through the normaliser. One socket write per engine
+ * batch; when the client reads slower than the engine writes, the relay waits for `drain`, which
+ * stops reading the engine, so nothing piles up in the gateway. A broken engine stream ends with
+ * an `error` event and no `[DONE]`; a client that goes away aborts the engine (through `signal`).
+ * The status line and headers must already be written.
+ */
+export async function relayStream(
+  res: ServerResponse,
+  stream: ChunkStream,
+  normaliser: ChunkNormaliser,
+  signal: AbortSignal,
+): Promise<RelayResult> {
+  const out: ChatCompletionChunk[] = [];
+  const rest = stream.rest[Symbol.asyncIterator]();
+  try {
+    for (const chunk of stream.first) normaliser.accept(chunk, out);
+    await write(res, frames(out), signal);
+    while (!signal.aborted) {
+      const next = await rest.next();
+      if (next.done) break;
+      out.length = 0;
+      for (const chunk of next.value) normaliser.accept(chunk, out);
+      if (out.length > 0) await write(res, frames(out), signal);
+    }
+    if (signal.aborted) return { outcome: 'aborted', usage: normaliser.settledUsage() };
+    out.length = 0;
+    normaliser.finish(out);
+    res.end(frames(out) + DONE_FRAME);
+    return { outcome: 'done', usage: normaliser.settledUsage() };
+  } catch (err) {
+    if (signal.aborted || err instanceof EngineAbortedError) return { outcome: 'aborted', usage: normaliser.settledUsage() };
+    if (!res.destroyed) res.end(`data: ${JSON.stringify(streamErrorEvent(err))}\n\n`);
+    return { outcome: 'failed', usage: normaliser.settledUsage(), error: err };
+  } finally {
+    // Stops the engine side (closes the upstream body, frees a simulated slot) however the relay ended.
+    void rest.return?.()?.catch(() => undefined);
+  }
+}
+
+/** The event that ends a broken stream: the envelope, with the engine's message when it gave one. */
+export function streamErrorEvent(err: unknown): { error: { message: string; type: string; param: null; code: string } } {
+  const engineMessage = err instanceof EngineStreamError ? err.engineError?.message : undefined;
+  const message =
+    typeof engineMessage === 'string'
+      ? engineMessage
+      : err instanceof EngineStreamError
+        ? err.message
+        : 'The stream from the engine broke before it was complete.';
+  return { error: { message, type: 'server_error', param: null, code: 'engine_stream_error' } };
+}
+
+function frames(chunks: readonly ChatCompletionChunk[]): string {
+  let text = '';
+  for (const chunk of chunks) text += `data: ${JSON.stringify(chunk)}\n\n`;
+  return text;
+}
+
+/** Writes and, if the socket buffer is full, waits until it drains or the client goes away. */
+function write(res: ServerResponse, text: string, signal: AbortSignal): Promise<void> | undefined {
+  if (text.length === 0 || res.write(text) || signal.aborted) return undefined;
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    res.on('drain', done);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

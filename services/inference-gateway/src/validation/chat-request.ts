@@ -1,0 +1,57 @@
+import { CreateChatCompletionRequest } from '@tollway/contracts';
+import { formatIssuePath } from '@tollway/service-kit';
+import type { CatalogStore } from '../catalog/catalog-store';
+import type { CatalogModel } from '../catalog/catalog.schema';
+import { bodyNotObject, modelNotFound, modelRequired, ParameterError } from '../errors';
+
+/** Bounds of `top_p` on production-flagged models. */
+const PRODUCTION_TOP_P = { min: 0.95, max: 1 } as const;
+
+/** A request that passed every gateway check, with the catalog entry it names. */
+export interface ValidChatRequest {
+  request: CreateChatCompletionRequest;
+  model: CatalogModel;
+}
+
+/**
+ * Checks a parsed body in the order a client can act on: envelope errors first (`invalid_json`,
+ * `model_required`, 404 `model_not_found`), then the generic wire bounds and the model's
+ * narrowing in the engine's flat shape (ParameterError). Unknown fields are dropped here.
+ */
+export function validateChatRequest(body: unknown, catalog: CatalogStore): ValidChatRequest {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bodyNotObject();
+  const modelField = (body as { model?: unknown }).model;
+  if (modelField === undefined || modelField === null || modelField === '') throw modelRequired();
+  if (typeof modelField !== 'string') throw new ParameterError("'model' must be a string.", 'model');
+  const model = catalog.get(modelField);
+  if (!model) throw modelNotFound(modelField);
+  const parsed = CreateChatCompletionRequest.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const param = issue ? formatIssuePath(issue.path) : null;
+    throw new ParameterError(`Invalid value for '${param ?? 'body'}': ${issue?.message ?? 'invalid request'}.`, param);
+  }
+  checkNarrowing(parsed.data, model);
+  return { request: parsed.data, model };
+}
+
+/** The per-model limits of the catalog: the narrowed family and production-flagged models. */
+export function checkNarrowing(request: CreateChatCompletionRequest, model: CatalogModel): void {
+  if (model.narrowed) {
+    if (request.n != null && request.n !== 1) {
+      throw new ParameterError(`Model '${model.id}' only supports n=1, got n=${request.n}.`, 'n');
+    }
+    if (request.presence_penalty != null && request.presence_penalty !== 0) {
+      throw new ParameterError(`Model '${model.id}' requires presence_penalty=0.0, got ${request.presence_penalty}.`, 'presence_penalty');
+    }
+    if (request.frequency_penalty != null && request.frequency_penalty !== 0) {
+      throw new ParameterError(`Model '${model.id}' requires frequency_penalty=0.0, got ${request.frequency_penalty}.`, 'frequency_penalty');
+    }
+  }
+  if (model.production && request.top_p != null && (request.top_p < PRODUCTION_TOP_P.min || request.top_p > PRODUCTION_TOP_P.max)) {
+    throw new ParameterError(
+      `Model '${model.id}' is production-flagged: top_p must be within ${PRODUCTION_TOP_P.min} and ${PRODUCTION_TOP_P.max}, got ${request.top_p}.`,
+      'top_p',
+    );
+  }
+}
