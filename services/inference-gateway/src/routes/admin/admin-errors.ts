@@ -1,0 +1,52 @@
+import { ServiceError, formatIssuePath } from '@tollway/service-kit';
+import type { z } from 'zod';
+
+/** The admin API's error table; the gateway's errorMiddleware writes them in the envelope. */
+
+/** 401: missing or wrong admin token (no `code`, like the inference API's 401). */
+export function invalidAdminToken(): ServiceError {
+  return new ServiceError({ status: 401, message: 'Invalid admin token. Send "Authorization: Bearer <ADMIN_TOKEN>".' });
+}
+
+/** 400 `invalid_request`: a body or query that does not fit the admin schema; `param` names the field. */
+export function invalidAdminRequest(error: z.ZodError): ServiceError {
+  const issue = error.issues[0];
+  const param = issue ? formatIssuePath(issue.path) : null;
+  return new ServiceError({
+    status: 400,
+    code: 'invalid_request',
+    param,
+    message: issue ? `${param ?? 'body'}: ${issue.message}` : 'The request is not valid.',
+    cause: error,
+  });
+}
+
+/** 404 `organization_not_found`. */
+export function organizationNotFound(orgId: string): ServiceError {
+  return new ServiceError({
+    status: 404,
+    code: 'organization_not_found',
+    param: 'org_id',
+    message: `No organization '${orgId.slice(0, 64)}'.`,
+  });
+}
+
+/** 404 `api_key_not_found`. */
+export function apiKeyNotFound(keyId: string): ServiceError {
+  return new ServiceError({
+    status: 404,
+    code: 'api_key_not_found',
+    param: 'key_id',
+    message: `No API key '${keyId.slice(0, 64)}' in this organization.`,
+  });
+}
+
+/** 409 `organization_exists`. */
+export function organizationExists(orgId: string): ServiceError {
+  return new ServiceError({
+    status: 409,
+    code: 'organization_exists',
+    param: 'id',
+    message: `An organization '${orgId}' already exists.`,
+  });
+}

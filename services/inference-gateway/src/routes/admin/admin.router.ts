@@ -1,0 +1,45 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import express, { Router, type NextFunction, type Request, type Response } from 'express';
+import type { AccountStore } from '@tollway/accounts';
+import { invalidAdminToken } from './admin-errors';
+import { organizationsRoutes } from './organizations.route';
+import { keysRoutes } from './keys.route';
+
+/** Where the admin API is mounted. */
+export const ADMIN_BASE_PATH = '/admin/v1';
+
+/** Options of buildAdminRouter. */
+export interface AdminRouterOptions {
+  store: AccountStore;
+  /** The bearer token every admin call must carry (config `ADMIN_TOKEN`). */
+  adminToken: string;
+}
+
+/**
+ * The admin API under `/admin/v1`: organizations, their keys and usage. Every call needs
+ * `Authorization: Bearer <ADMIN_TOKEN>` (401 otherwise); the gateway mounts it only when a token
+ * is configured.
+ */
+export function buildAdminRouter(options: AdminRouterOptions): Router {
+  const router = Router();
+  router.use(ADMIN_BASE_PATH, requireAdminToken(options.adminToken), express.json({ limit: '64kb' }));
+  router.use(ADMIN_BASE_PATH, organizationsRoutes(options.store));
+  router.use(ADMIN_BASE_PATH, keysRoutes(options.store));
+  return router;
+}
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+function requireAdminToken(adminToken: string) {
+  const expected = digest(adminToken);
+  return (req: Request, _res: Response, next: NextFunction): void => {
+    const token = BEARER.exec(req.headers.authorization ?? '')?.[1];
+    // Compare digests, so the comparison takes the same time whatever the token's length.
+    if (token !== undefined && timingSafeEqual(digest(token), expected)) return next();
+    next(invalidAdminToken());
+  };
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value, 'utf8').digest();
+}

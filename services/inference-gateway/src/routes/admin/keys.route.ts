@@ -1,0 +1,36 @@
+import { Router } from 'express';
+import type { AccountStore } from '@tollway/accounts';
+import { CreateApiKeyRequest, type ApiKeyList } from '@tollway/contracts';
+import { apiKeyNotFound, invalidAdminRequest, organizationNotFound } from './admin-errors';
+import { apiKeyView, createdApiKeyView } from './admin-views';
+
+/** An organization's API keys: create (plaintext shown once), list, revoke. */
+export function keysRoutes(store: AccountStore): Router {
+  const router = Router();
+
+  router.post('/organizations/:orgId/keys', async (req, res) => {
+    const body = CreateApiKeyRequest.safeParse(req.body ?? {});
+    if (!body.success) throw invalidAdminRequest(body.error);
+    const created = await store.createKey(req.params.orgId, body.data.name);
+    if (!created) throw organizationNotFound(req.params.orgId);
+    res.status(201).setHeader('cache-control', 'no-store').json(createdApiKeyView(created));
+  });
+
+  router.get('/organizations/:orgId/keys', async (req, res) => {
+    const keys = await store.listKeys(req.params.orgId);
+    if (!keys) throw organizationNotFound(req.params.orgId);
+    const list: ApiKeyList = { object: 'list', data: keys.map(apiKeyView) };
+    res.json(list);
+  });
+
+  // Revocation keeps the record (listed with `revoked_at`); the key stops working on every replica.
+  router.delete('/organizations/:orgId/keys/:keyId', async (req, res) => {
+    const key = await store.getKey(req.params.keyId);
+    if (!key || key.org_id !== req.params.orgId) throw apiKeyNotFound(req.params.keyId);
+    const revoked = await store.revokeKey(key.id);
+    if (!revoked) throw apiKeyNotFound(req.params.keyId);
+    res.json(apiKeyView(revoked));
+  });
+
+  return router;
+}
