@@ -42,7 +42,7 @@ const apiSchema = z.object({
   /** Runs one worker inside the API process (quickstart); default false. */
   embeddedWorker: envBoolean.default(false),
   /** Largest accepted request body in bytes; default 10 MiB (room for a `base64_image`). */
-  maxBodyBytes: z.coerce.number().int().min(1024).default(10 * 1024 * 1024),
+  maxBodyBytes: z.coerce.number().int().min(1024).default(10_485_760),
 });
 
 const apiSources = {

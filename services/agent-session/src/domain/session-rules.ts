@@ -52,7 +52,11 @@ export function toStoredMessage(request: MessageRequest): StoredMessage {
  * When a long-poll gives up (Unix ms): `timeout` seconds after `now`; null (wait without limit)
  * when `wait` is set without a timeout. `timeout` without `wait` does not block (rule 1).
  */
-export function longPollDeadline(wait: boolean, timeoutSeconds: number | undefined, now: number): number | null | 'no-wait' {
+export function longPollDeadline(
+  wait: boolean,
+  timeoutSeconds: number | undefined,
+  now: number,
+): number | null | 'no-wait' {
   if (!wait) return 'no-wait';
   if (timeoutSeconds === undefined) return null;
   return now + Math.round(timeoutSeconds * 1000);

@@ -17,7 +17,9 @@ export class LuaScript {
 
   /** Runs the script with `keys` (exactly numberOfKeys of them) and `args`. */
   async run(redis: Redis, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown> {
-    if (keys.length !== this.numberOfKeys) throw new Error(`script expects ${this.numberOfKeys} keys, got ${keys.length}`);
+    if (keys.length !== this.numberOfKeys) {
+      throw new Error(`script expects ${this.numberOfKeys} keys, got ${keys.length}`);
+    }
     try {
       return await redis.evalsha(this.sha, this.numberOfKeys, ...keys, ...args);
     } catch (err) {

@@ -34,8 +34,7 @@ export interface SessionListItem {
 
 /** How a turn ended, as the worker reports it. */
 export type TurnOutcome =
-  | { kind: 'success'; append: StoredMessage[]; response: ChatMessage }
-  | { kind: 'error'; error: string };
+  { kind: 'success'; append: StoredMessage[]; response: ChatMessage } | { kind: 'error'; error: string };
 
 /** Result of a create: `created`, `exists` (PUT of a taken id) or `limit` (the cap is reached). */
 export type CreateResult = 'created' | 'exists' | 'limit';
@@ -78,10 +77,21 @@ export class SessionStore {
   }
 
   /** Creates an idle session with `history` preloaded; never exceeds `maxSessions`, even under concurrent creates. */
-  async create(sessionId: string, org: string | null, history: StoredMessage[], maxSessions: number): Promise<CreateResult> {
+  async create(
+    sessionId: string,
+    org: string | null,
+    history: StoredMessage[],
+    maxSessions: number,
+  ): Promise<CreateResult> {
     const result = await createSessionScript.run(
       this.redis,
-      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.running, this.keys.org(org)],
+      [
+        this.keys.session(sessionId),
+        this.keys.history(sessionId),
+        this.keys.activity,
+        this.keys.running,
+        this.keys.org(org),
+      ],
       [sessionId, org ?? ORG_NONE, this.clock(), maxSessions, ...history.map((message) => JSON.stringify(message))],
     );
     return result === 1 ? 'created' : result === 0 ? 'exists' : 'limit';
@@ -128,7 +138,8 @@ export class SessionStore {
     const items: SessionListItem[] = [];
     ids.forEach((sessionId, i) => {
       const status = results[2 * i]?.[1] as string | null | undefined;
-      if (status) items.push({ sessionId, status: status as SessionStatus, totalMessages: Number(results[2 * i + 1]?.[1] ?? 0) });
+      if (status)
+        items.push({ sessionId, status: status as SessionStatus, totalMessages: Number(results[2 * i + 1]?.[1] ?? 0) });
     });
     return items;
   }
@@ -140,7 +151,12 @@ export class SessionStore {
   }
 
   /** Moves an idle or errored session to running with `turnId` and appends `message`; exactly one concurrent send wins. */
-  async startTurn(sessionId: string, org: string | null, turnId: string, message: StoredMessage): Promise<StartTurnResult> {
+  async startTurn(
+    sessionId: string,
+    org: string | null,
+    turnId: string,
+    message: StoredMessage,
+  ): Promise<StartTurnResult> {
     const result = await startTurnScript.run(
       this.redis,
       [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.running],
@@ -161,7 +177,9 @@ export class SessionStore {
       .exec();
     const [status, current] = (results?.[0]?.[1] as Array<string | null> | undefined) ?? [];
     if (status !== 'running' || current !== turnId) return null;
-    return { history: ((results?.[1]?.[1] as string[] | undefined) ?? []).map((item) => JSON.parse(item) as StoredMessage) };
+    return {
+      history: ((results?.[1]?.[1] as string[] | undefined) ?? []).map((item) => JSON.parse(item) as StoredMessage),
+    };
   }
 
   /**
@@ -226,10 +244,21 @@ export class SessionStore {
     }
   }
 
-  private async runDelete(sessionId: string, org: string | null, mode: 'delete' | 'sweep', cutoff: number): Promise<string> {
+  private async runDelete(
+    sessionId: string,
+    org: string | null,
+    mode: 'delete' | 'sweep',
+    cutoff: number,
+  ): Promise<string> {
     return (await deleteSessionScript.run(
       this.redis,
-      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.running, this.keys.org(org)],
+      [
+        this.keys.session(sessionId),
+        this.keys.history(sessionId),
+        this.keys.activity,
+        this.keys.running,
+        this.keys.org(org),
+      ],
       [sessionId, org ?? ORG_NONE, this.eventsChannel, this.cancelChannel, mode, cutoff],
     )) as string;
   }

@@ -11,7 +11,12 @@ export interface SessionSweeper {
  * check-and-delete per session, so replicas may sweep concurrently and running sessions are
  * never touched). A failed sweep is logged and retried at the next tick.
  */
-export function startSessionSweeper(store: SessionStore, ttlMs: number, intervalMs: number, logger: Logger): SessionSweeper {
+export function startSessionSweeper(
+  store: SessionStore,
+  ttlMs: number,
+  intervalMs: number,
+  logger: Logger,
+): SessionSweeper {
   let current: Promise<void> = Promise.resolve();
   let sweeping = false;
   const timer = setInterval(() => {

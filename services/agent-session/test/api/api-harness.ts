@@ -25,7 +25,9 @@ export interface ApiReplica {
 }
 
 /** Options of startReplica: everything of AppDeps a test may want to change. */
-export type ReplicaOptions = Partial<Pick<AppDeps, 'authenticator' | 'maxSessions' | 'allowCustomIds' | 'clock' | 'turnQueue'>>;
+export type ReplicaOptions = Partial<
+  Pick<AppDeps, 'authenticator' | 'maxSessions' | 'allowCustomIds' | 'clock' | 'turnQueue'>
+>;
 
 /** A unique key prefix for one test file. */
 export function testPrefix(): string {

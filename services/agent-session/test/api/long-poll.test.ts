@@ -37,7 +37,9 @@ async function waitersRegistered(count: number): Promise<void> {
 describe('GET /sessions/{id}?wait=true', () => {
   it('wakes within milliseconds of a success on another replica: 200 idle with the response', async () => {
     const { id, turnId } = await runningSession();
-    const pending = request(server.url).get(`/sessions/${id}?wait=true&timeout=10`).then((res) => ({ res, at: Date.now() }));
+    const pending = request(server.url)
+      .get(`/sessions/${id}?wait=true&timeout=10`)
+      .then((res) => ({ res, at: Date.now() }));
     await waitersRegistered(1);
     const reply = { role: 'assistant' as const, content: 'done' };
     const finishedAt = Date.now();
@@ -51,7 +53,9 @@ describe('GET /sessions/{id}?wait=true', () => {
 
   it('answers 200 error when the agent fails', async () => {
     const { id, turnId } = await runningSession();
-    const pending = request(server.url).get(`/sessions/${id}?wait=true`).then((res) => res);
+    const pending = request(server.url)
+      .get(`/sessions/${id}?wait=true`)
+      .then((res) => res);
     await waitersRegistered(1);
     await b.store.finishTurn(id, turnId, { kind: 'error', error: 'boom' });
     const res = await pending;
@@ -71,7 +75,9 @@ describe('GET /sessions/{id}?wait=true', () => {
 
   it('answers 404 when the session is deleted during the wait (from another replica)', async () => {
     const { id } = await runningSession();
-    const pending = request(server.url).get(`/sessions/${id}?wait=1&timeout=10`).then((res) => res);
+    const pending = request(server.url)
+      .get(`/sessions/${id}?wait=1&timeout=10`)
+      .then((res) => res);
     await waitersRegistered(1);
     expect((await request(b.app).delete(`/sessions/${id}`)).status).toBe(204);
     const res = await pending;
@@ -116,9 +122,16 @@ describe('GET /sessions/{id}?wait=true', () => {
   it('serves many concurrent waiters on one subscriber connection and wakes them all', async () => {
     const sessions = await Promise.all(Array.from({ length: 50 }, () => runningSession()));
     const agent = new http.Agent({ keepAlive: true, maxSockets: 100 });
-    const pending = sessions.map(({ id }) => request(server.url).get(`/sessions/${id}?wait=true&timeout=10`).agent(agent).then((res) => res));
+    const pending = sessions.map(({ id }) =>
+      request(server.url)
+        .get(`/sessions/${id}?wait=true&timeout=10`)
+        .agent(agent)
+        .then((res) => res),
+    );
     await waitersRegistered(50);
-    const clients = ((await b.redis.client('LIST')) as string).split('\n').filter((line) => line.includes(a.connectionTag));
+    const clients = ((await b.redis.client('LIST')) as string)
+      .split('\n')
+      .filter((line) => line.includes(a.connectionTag));
     await Promise.all(sessions.map(({ id, turnId }) => b.store.finishTurn(id, turnId, { kind: 'error', error: 'x' })));
     const results = await Promise.all(pending);
     expect(results.every((res) => res.status === 200 && res.body.status === 'error')).toBe(true);

@@ -11,7 +11,10 @@ let queue: Queue;
 
 beforeAll(async () => {
   api = await startReplica(prefix);
-  queue = new Queue(AGENT_TURN_QUEUE, { connection: { host: '127.0.0.1', port: 6379 }, prefix: turnQueuePrefix(prefix) });
+  queue = new Queue(AGENT_TURN_QUEUE, {
+    connection: { host: '127.0.0.1', port: 6379 },
+    prefix: turnQueuePrefix(prefix),
+  });
 });
 
 afterAll(async () => {
@@ -21,7 +24,11 @@ afterAll(async () => {
 });
 
 async function newSession(state?: Array<{ role: string; content: string }>): Promise<string> {
-  return (await request(api.app).post('/sessions').send(state ? { state } : {})).body.session_id as string;
+  return (
+    await request(api.app)
+      .post('/sessions')
+      .send(state ? { state } : {})
+  ).body.session_id as string;
 }
 
 describe('POST /sessions/{id}/messages', () => {
@@ -88,7 +95,11 @@ describe('POST /sessions/{id}/messages', () => {
   it('gives exactly one 202 among many concurrent sends to an idle session', async () => {
     const id = await newSession();
     const results = await Promise.all(
-      Array.from({ length: 25 }, (_, i) => request(api.app).post(`/sessions/${id}/messages`).send({ content: `m${i}` })),
+      Array.from({ length: 25 }, (_, i) =>
+        request(api.app)
+          .post(`/sessions/${id}/messages`)
+          .send({ content: `m${i}` }),
+      ),
     );
     const statuses = results.map((res) => res.status).sort();
     expect(statuses.filter((s) => s === 202)).toHaveLength(1);
@@ -103,7 +114,11 @@ describe('POST /sessions/{id}/messages', () => {
     ['user_params that is not an object', { content: 'x', user_params: [1] }, 'user_params'],
     ['a webhook url that is not http(s)', { content: 'x', webhook: { url: 'ftp://example.test/x' } }, 'webhook.url'],
     ['a webhook without url', { content: 'x', webhook: { token: 'x' } }, 'webhook.url'],
-    ['include_messages that is not boolean', { content: 'x', webhook: { url: 'http://a.test', include_messages: 'yes' } }, 'webhook.include_messages'],
+    [
+      'include_messages that is not boolean',
+      { content: 'x', webhook: { url: 'http://a.test', include_messages: 'yes' } },
+      'webhook.include_messages',
+    ],
     ['tool_calls that is not an array', { role: 'assistant', content: null, tool_calls: 'x' }, 'tool_calls'],
   ])('refuses %s with 400 and leaves the session idle', async (_name, body, param) => {
     const id = await newSession();
@@ -115,7 +130,10 @@ describe('POST /sessions/{id}/messages', () => {
 
   it('refuses broken JSON with 400', async () => {
     const id = await newSession();
-    const res = await request(api.app).post(`/sessions/${id}/messages`).set('content-type', 'application/json').send('{"content":');
+    const res = await request(api.app)
+      .post(`/sessions/${id}/messages`)
+      .set('content-type', 'application/json')
+      .send('{"content":');
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_json');
   });
@@ -154,7 +172,11 @@ describe('transitions driven by the end of a turn', () => {
     const toolCall = { role: 'assistant' as const, content: null, tool_calls: [{ id: 'c1', type: 'function' }] };
     const toolResult = { role: 'tool' as const, content: '1', tool_call_id: 'c1' };
     expect(
-      await api.store.finishTurn(id, turnId, { kind: 'success', append: [toolCall, toolResult, reply], response: reply }),
+      await api.store.finishTurn(id, turnId, {
+        kind: 'success',
+        append: [toolCall, toolResult, reply],
+        response: reply,
+      }),
     ).toBe('applied');
     expect((await request(api.app).get(`/sessions/${id}`)).body).toEqual({
       session_id: id,
@@ -199,7 +221,9 @@ describe('transitions driven by the end of a turn', () => {
   it('any → removed by DELETE while running: the cancellation is published and a late result is discarded', async () => {
     const { id, turnId } = await startTurn();
     const listener = api.subscriber.duplicate();
-    const cancelled = new Promise<string>((resolve) => listener.on('message', (_channel, message: string) => resolve(message)));
+    const cancelled = new Promise<string>((resolve) =>
+      listener.on('message', (_channel, message: string) => resolve(message)),
+    );
     await listener.subscribe(`${prefix}turn-cancel`);
     try {
       expect((await request(api.app).delete(`/sessions/${id}`)).status).toBe(204);

@@ -53,7 +53,9 @@ describe('POST /sessions', () => {
     ['state that is not an array', { state: 'hello' }, 'state'],
     ['a body that is an array', [], null],
   ])('refuses %s with 400', async (_name, body, param) => {
-    const res = await request(api.app).post('/sessions').send(body as object);
+    const res = await request(api.app)
+      .post('/sessions')
+      .send(body as object);
     expect(res.status).toBe(400);
     expectError(res.body, 'invalid_request');
     expect(res.body.error.param).toBe(param);
@@ -147,7 +149,9 @@ describe('GET /sessions, GET and DELETE /sessions/{id}', () => {
       expect(res.status).toBe(404);
       expectError(res.body, 'session_not_found');
     }
-    expect((await request(api.app).get('/sessions')).body).not.toContainEqual(expect.objectContaining({ session_id: id }));
+    expect((await request(api.app).get('/sessions')).body).not.toContainEqual(
+      expect.objectContaining({ session_id: id }),
+    );
   });
 
   it('answers 404 for ids that are not UUIDs and for unknown routes, in the error shape', async () => {

@@ -1,0 +1,48 @@
+import { defaultSweepIntervalMs, loadApiConfig } from './config';
+
+describe('loadApiConfig', () => {
+  it('applies the documented defaults', () => {
+    expect(loadApiConfig({ env: {}, argv: [] })).toEqual({
+      redisUrl: 'redis://127.0.0.1:6379',
+      redisPrefix: 'tollway:',
+      logLevel: 'info',
+      port: 8081,
+      host: '0.0.0.0',
+      ttlSeconds: 0,
+      sweepIntervalMs: 250,
+      maxSessions: 10_000,
+      allowCustomIds: false,
+      authEnabled: true,
+      embeddedWorker: false,
+      maxBodyBytes: 10 * 1024 * 1024,
+    });
+  });
+
+  it('reads the spec-named flags and their environment variables', () => {
+    const config = loadApiConfig({
+      env: { SESSION_TTL_SECONDS: '30', MAX_SESSIONS: '5', SESSIONS_PORT: '9000' },
+      argv: ['--ttl', '2', '--max-sessions=7', '--allow-custom-ids', '--no-auth', '--embedded-worker'],
+    });
+    expect(config).toMatchObject({
+      ttlSeconds: 2,
+      sweepIntervalMs: 500,
+      maxSessions: 7,
+      port: 9000,
+      allowCustomIds: true,
+      authEnabled: false,
+      embeddedWorker: true,
+    });
+    expect(loadApiConfig({ env: { SESSIONS_AUTH: 'false' }, argv: [] }).authEnabled).toBe(false);
+  });
+
+  it('refuses bad values, naming the option', () => {
+    expect(() => loadApiConfig({ env: {}, argv: ['--max-sessions', '0'] })).toThrow(/MAX_SESSIONS \(--max-sessions\)/);
+    expect(() => loadApiConfig({ env: { SESSION_TTL_SECONDS: '-1' }, argv: [] })).toThrow(/SESSION_TTL_SECONDS/);
+  });
+
+  it('derives the sweep interval from the TTL, clamped to 250–5000 ms', () => {
+    expect(defaultSweepIntervalMs(0.5)).toBe(250);
+    expect(defaultSweepIntervalMs(4)).toBe(1000);
+    expect(defaultSweepIntervalMs(3600)).toBe(5000);
+  });
+});

@@ -1,0 +1,110 @@
+import { Redis } from 'ioredis';
+import request from 'supertest';
+import { createAccountStore, createKeyAuthenticator, type KeyAuthenticator } from '@tollway/accounts';
+import { HealthResponse } from '@tollway/contracts';
+import { WorkerRegistration } from '../../src/worker/worker-registry';
+import { deleteKeys, startReplica, testPrefix, type ApiReplica } from './api-harness';
+
+const prefix = testPrefix();
+const budgets = { requests: 100, input_tokens: 1000, output_tokens: 1000 };
+let redis: Redis;
+let authenticator: KeyAuthenticator;
+let api: ApiReplica;
+let keyA: string;
+let keyB: string;
+
+beforeAll(async () => {
+  redis = new Redis('redis://127.0.0.1:6379');
+  const accounts = createAccountStore({ redis, prefix });
+  const orgA = await accounts.createOrganization({ name: 'A', budgets, credit: 1 });
+  const orgB = await accounts.createOrganization({ name: 'B', budgets, credit: 1 });
+  keyA = (await accounts.createKey(orgA.id))!.key;
+  keyB = (await accounts.createKey(orgB.id))!.key;
+  authenticator = createKeyAuthenticator({ redis, prefix });
+  await authenticator.ready();
+  api = await startReplica(prefix, { authenticator });
+});
+
+afterAll(async () => {
+  await authenticator.close();
+  await api.close();
+  await redis.quit();
+  await deleteKeys(prefix);
+});
+
+const as = (key: string) => ({ Authorization: `Bearer ${key}` });
+
+describe('inbound auth (on by default)', () => {
+  it('answers 401 without a key, with a malformed header and with an unknown key', async () => {
+    for (const headers of [
+      {},
+      { Authorization: keyA },
+      { Authorization: 'Bearer tw-unknown-key-000000000000' },
+      { Authorization: 'Basic abc' },
+    ]) {
+      const res = await request(api.app).post('/sessions').set(headers);
+      expect(res.status).toBe(401);
+      expect(res.body.error.code).toBe('unauthorized');
+      expect(res.headers['www-authenticate']).toBe('Bearer');
+    }
+    expect((await request(api.app).get('/sessions')).status).toBe(401);
+  });
+
+  it("scopes sessions to the key's organization: another org's session is 404 and not listed", async () => {
+    const created = await request(api.app).post('/sessions').set(as(keyA));
+    expect(created.status).toBe(201);
+    const id = created.body.session_id as string;
+    expect((await request(api.app).get(`/sessions/${id}`).set(as(keyA))).status).toBe(200);
+
+    for (const res of [
+      await request(api.app).get(`/sessions/${id}`).set(as(keyB)),
+      await request(api.app).get(`/sessions/${id}?wait=true`).set(as(keyB)),
+      await request(api.app).get(`/sessions/${id}/messages`).set(as(keyB)),
+      await request(api.app).post(`/sessions/${id}/messages`).set(as(keyB)).send({ content: 'x' }),
+      await request(api.app).delete(`/sessions/${id}`).set(as(keyB)),
+    ]) {
+      expect(res.status).toBe(404);
+      expect(res.body.error.code).toBe('session_not_found');
+    }
+    expect((await request(api.app).get('/sessions').set(as(keyB))).body).toEqual([]);
+    expect((await request(api.app).get('/sessions').set(as(keyA))).body).toEqual([
+      { session_id: id, total_messages: 0, status: 'idle' },
+    ]);
+    expect((await request(api.app).post(`/sessions/${id}/messages`).set(as(keyA)).send({ content: 'x' })).status).toBe(
+      202,
+    );
+    expect((await request(api.app).delete(`/sessions/${id}`).set(as(keyA))).status).toBe(204);
+  });
+
+  it('leaves the health and description endpoints open', async () => {
+    expect((await request(api.app).get('/health')).status).toBe(200);
+    expect((await request(api.app).get('/healthz')).body).toEqual({ status: 'ok' });
+    expect((await request(api.app).get('/readyz')).body).toEqual({ status: 'ready' });
+    const openapi = await request(api.app).get('/openapi.json');
+    expect(openapi.status).toBe(200);
+    expect(openapi.body.paths['/sessions/{session_id}/messages']).toBeDefined();
+  });
+});
+
+describe('GET /health', () => {
+  it('reports live workers from the registry and the session count', async () => {
+    const before = HealthResponse.parse((await request(api.app).get('/health')).body);
+    const registration = new WorkerRegistration({ redis, prefix, workerId: 'w1', concurrency: 4, ttlMs: 10_000 });
+    await registration.heartbeat();
+    await registration.acquireLease('s', 't', '{}');
+    await request(api.app).post('/sessions').set(as(keyB));
+    try {
+      const res = await request(api.app).get('/health');
+      expect(res.status).toBe(200);
+      expect(HealthResponse.parse(res.body)).toEqual({
+        status: 'ok',
+        max_workers: 4,
+        running_workers: 1,
+        total_sessions: before.total_sessions + 1,
+      });
+    } finally {
+      await registration.releaseLease('s', 't');
+      await registration.deregister();
+    }
+  });
+});
