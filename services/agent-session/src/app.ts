@@ -1,6 +1,6 @@
-import express, { type Express } from 'express';
+import express, { type ErrorRequestHandler, type Express } from 'express';
 import type { Redis } from 'ioredis';
-import { errorMiddleware, notFoundHandler, requestId, type Logger } from '@tollway/service-kit';
+import { errorMiddleware, notFoundHandler, requestId, ServiceError, type Logger } from '@tollway/service-kit';
 import { SESSION_ERROR_CODES } from '@tollway/contracts';
 import { authenticateOrg, type OrgAuthenticator } from './api/auth';
 import { healthRouter, type WorkerStatsReader } from './api/health.route';
@@ -30,6 +30,15 @@ export interface AppDeps {
   clock?: () => number;
 }
 
+const REDIS_FAILURE = /Connection is closed|Stream isn't writeable|ECONNREFUSED|ETIMEDOUT|MaxRetriesPerRequest/;
+
+/** A Redis outage is the store being unreachable (503), not a bug in the server (500). */
+const redisFailureAs503: ErrorRequestHandler = (err, _req, _res, next) => {
+  const failure =
+    err instanceof Error && !(err instanceof ServiceError) && REDIS_FAILURE.test(`${err.name} ${err.message}`);
+  next(failure ? sessionErrors.unavailable(err) : err);
+};
+
 /** Builds the session API (never listens). */
 export function buildApp(deps: AppDeps): Express {
   const app = express();
@@ -44,6 +53,7 @@ export function buildApp(deps: AppDeps): Express {
   app.use(sessionsRouter(routeDeps));
   app.use(messagesRouter(routeDeps));
   app.use(notFoundHandler((path) => sessionErrors.routeNotFound(path)));
+  app.use(redisFailureAs503);
   app.use(
     errorMiddleware(deps.logger, {
       invalidJson: SESSION_ERROR_CODES.invalidJson,

@@ -63,7 +63,7 @@ const apiSources = {
 export interface ApiConfig {
   redisUrl: string;
   redisPrefix: string;
-  logLevel: string;
+  logLevel: z.infer<typeof SHARED_CONFIG_FIELDS.logLevel>;
   port: number;
   host: string;
   /** TTL sweep period in seconds; 0 = never sweep. */

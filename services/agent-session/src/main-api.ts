@@ -6,7 +6,9 @@ import { SessionEventHub } from './store/session-event-hub';
 import { SessionStore } from './store/session-store';
 import { startSessionSweeper } from './store/session-sweeper';
 import { TurnQueueProducer } from './store/turn-queue';
+import { startWorker } from './worker/start-worker';
 import { readWorkerStats } from './worker/worker-registry';
+import { loadWorkerConfig } from './worker-config';
 
 async function main(): Promise<void> {
   const config = loadApiConfig();
@@ -40,6 +42,19 @@ async function main(): Promise<void> {
     allowCustomIds: config.allowCustomIds,
     maxBodyBytes: config.maxBodyBytes,
   });
+  // Quickstart: one worker in this process, configured from the same environment (the API's flags
+  // are not the worker's, so only the shared Redis and log settings are carried over from them).
+  const worker = config.embeddedWorker
+    ? await startWorker(
+        {
+          ...loadWorkerConfig({ argv: [] }),
+          redisUrl: config.redisUrl,
+          redisPrefix: config.redisPrefix,
+          logLevel: config.logLevel,
+        },
+        { logger },
+      )
+    : null;
   const server = await listen(app, config.port, config.host);
   logger.info('agent session API listening', {
     port: config.port,
@@ -47,6 +62,7 @@ async function main(): Promise<void> {
     max_sessions: config.maxSessions,
     allow_custom_ids: config.allowCustomIds,
     auth: config.authEnabled,
+    embedded_worker: worker?.workerId ?? null,
   });
 
   installShutdown(logger, [
@@ -58,6 +74,7 @@ async function main(): Promise<void> {
         return closed;
       },
     },
+    { name: 'embedded worker', run: () => worker?.close() },
     { name: 'sweeper', run: () => sweeper?.stop() },
     { name: 'queue', run: () => turnQueue.close() },
     { name: 'auth', run: () => authenticator?.close() },
