@@ -1,5 +1,6 @@
 import { UnrecoverableError, type Job } from 'bullmq';
-import { AgentTurnJob, type ChatMessage } from '@tollway/contracts';
+import { AgentTurnJob } from '@tollway/contracts';
+import { toStoredMessage } from '../domain/session-rules';
 import type { Logger } from '@tollway/service-kit';
 import type { SessionStore, StoredMessage, TurnOutcome } from '../store/session-store';
 import type { TurnNotifier } from '../webhooks/turn-notifier';
@@ -47,7 +48,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         return;
       }
       const history = context.history.slice(0, -1);
-      const message = context.history.at(-1) ?? messageOf(turn.message);
+      const message = context.history.at(-1) ?? toStoredMessage(turn.message);
       const outcome = await deps.pool.run(
         turnId,
         sessionId,
@@ -108,13 +109,4 @@ export function toTurnOutcome(outcome: Exclude<ChildOutcome, { kind: 'cancelled'
 
 function toTurnEnd(outcome: TurnOutcome): TurnEnd {
   return outcome.kind === 'success' ? { kind: 'success', response: outcome.response } : outcome;
-}
-
-function messageOf(request: AgentTurnJob['message']): StoredMessage {
-  const message: StoredMessage = { role: request.role, content: request.content } satisfies ChatMessage;
-  if (request.tool_calls) message.tool_calls = request.tool_calls;
-  if (request.tool_call_id !== undefined) message.tool_call_id = request.tool_call_id;
-  if (request.name !== undefined) message.name = request.name;
-  if (request.base64_image !== undefined) message.base64_image = request.base64_image;
-  return message;
 }

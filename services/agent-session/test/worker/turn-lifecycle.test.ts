@@ -1,0 +1,216 @@
+import request from 'supertest';
+import { Webhook } from 'standardwebhooks';
+import { WebhookPayload } from '@tollway/contracts';
+import type { RunningWorker } from '../../src/worker/start-worker';
+import { readWorkerStats } from '../../src/worker/worker-registry';
+import { TURN_CANCELLED_ERROR } from '../../src/webhooks/webhook-payload';
+import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
+import {
+  builtInAgent,
+  completion,
+  fixtureAgent,
+  processAlive,
+  sendJson,
+  sleep,
+  startTestServer,
+  startTestWorker,
+  waitFor,
+  type TestServer,
+} from './worker-harness';
+
+const SECRET = 'whsec_' + Buffer.from('a-test-signing-secret-32-bytes!!').toString('base64');
+const prefix = testPrefix();
+let api: ApiReplica;
+let receiver: TestServer;
+
+beforeAll(async () => {
+  api = await startReplica(prefix);
+  receiver = await startTestServer((_req, res) => sendJson(res, 200, { ok: true }));
+});
+
+afterAll(async () => {
+  await receiver.close();
+  await api.close();
+  await deleteKeys(prefix);
+});
+
+async function newSession(): Promise<string> {
+  return (await request(api.app).post('/sessions').send({})).body.session_id as string;
+}
+
+function callbacksFor(sessionId: string) {
+  return receiver.received.filter((r) => (r.json as { session_id?: string } | null)?.session_id === sessionId);
+}
+
+describe('with the echo agent', () => {
+  let worker: RunningWorker;
+  beforeAll(async () => {
+    worker = await startTestWorker(prefix, {
+      AGENT_MODULE: builtInAgent('echo'),
+      WEBHOOK_SIGNING_SECRET: SECRET,
+      TRACING_ENABLED: 'true',
+    });
+  });
+  afterAll(() => worker.close());
+
+  it('runs a turn to idle, appends the reply, and delivers one signed webhook with messages and trace metrics', async () => {
+    const id = await newSession();
+    const sent = await request(api.app)
+      .post(`/sessions/${id}/messages`)
+      .send({ content: 'hello', webhook: { url: `${receiver.url}/hook`, token: 'tok-1', include_messages: true } });
+    expect(sent.status).toBe(202);
+
+    const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=5`);
+    expect(done.body).toEqual({
+      session_id: id,
+      status: 'idle',
+      response: { role: 'assistant', content: 'hello' },
+      error: null,
+    });
+    const history = await request(api.app).get(`/sessions/${id}/messages`);
+    expect(history.body).toEqual([
+      { role: 'user', content: 'hello' },
+      { role: 'assistant', content: 'hello' },
+    ]);
+
+    const [callback] = await waitFor(() => callbacksFor(id).length === 1 && callbacksFor(id));
+    expect(callback!.headers.authorization).toBe('Bearer tok-1');
+    expect(callback!.headers['content-type']).toBe('application/json');
+    const payload = WebhookPayload.parse(callback!.json);
+    expect(payload).toMatchObject({
+      session_id: id,
+      status: 'idle',
+      response: { role: 'assistant', content: 'hello' },
+      error: null,
+      messages: history.body,
+    });
+    expect(payload.trace_metrics).toMatchObject({ total_tokens: 0, has_error: false });
+    expect(payload.trace_metrics!.trace_id).toMatch(/^[0-9a-f]{32}$/);
+    const headers = {
+      'webhook-id': String(callback!.headers['webhook-id']),
+      'webhook-timestamp': String(callback!.headers['webhook-timestamp']),
+      'webhook-signature': String(callback!.headers['webhook-signature']),
+    };
+    expect(headers['webhook-id']).toMatch(/^msg_/);
+    expect(new Webhook(SECRET).verify(callback!.body, headers)).toEqual(callback!.json);
+    expect(() => new Webhook(SECRET).verify(callback!.body.replace('hello', 'HELLO'), headers)).toThrow();
+  });
+
+  it('gives every delivery its own event id, and no Authorization or messages unless asked', async () => {
+    const ids = [await newSession(), await newSession()];
+    for (const id of ids) {
+      await request(api.app)
+        .post(`/sessions/${id}/messages`)
+        .send({ content: 'x', webhook: { url: `${receiver.url}/hook` } });
+    }
+    const callbacks = await waitFor(() => {
+      const found = ids.flatMap((id) => callbacksFor(id));
+      return found.length === 2 && found;
+    });
+    expect(new Set(callbacks.map((c) => c.headers['webhook-id'])).size).toBe(2);
+    for (const callback of callbacks) {
+      expect(callback.headers.authorization).toBeUndefined();
+      expect((callback.json as WebhookPayload).messages).toBeNull();
+    }
+  });
+
+  it('registers its concurrency and leases in the worker registry', async () => {
+    const stats = await readWorkerStats(api.redis, prefix);
+    expect(stats.maxWorkers).toBe(2);
+    expect(stats.runningWorkers).toBe(0);
+  });
+});
+
+describe('with an agent that raises', () => {
+  let worker: RunningWorker;
+  beforeAll(async () => {
+    worker = await startTestWorker(prefix, { AGENT_MODULE: fixtureAgent('failing') });
+  });
+  afterAll(() => worker.close());
+
+  it('ends the turn in error with the message, keeps the user message, and still accepts the next message', async () => {
+    const id = await newSession();
+    await request(api.app)
+      .post(`/sessions/${id}/messages`)
+      .send({ content: 'do it', webhook: { url: `${receiver.url}/hook`, include_messages: true } });
+    const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=5`);
+    expect(done.body).toEqual({ session_id: id, status: 'error', response: null, error: 'the tool exploded' });
+    const history = await request(api.app).get(`/sessions/${id}/messages`);
+    expect(history.body).toEqual([{ role: 'user', content: 'do it' }]);
+    const [callback] = await waitFor(() => callbacksFor(id).length === 1 && callbacksFor(id));
+    expect(callback!.json).toEqual({
+      session_id: id,
+      status: 'error',
+      response: null,
+      error: 'the tool exploded',
+      messages: [{ role: 'user', content: 'do it' }],
+      trace_metrics: null,
+    });
+    expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
+  });
+});
+
+describe('with an agent that calls a slow gateway twice', () => {
+  let worker: RunningWorker;
+  let gateway: TestServer;
+  beforeAll(async () => {
+    gateway = await startTestServer((_req, res) => {
+      setTimeout(() => sendJson(res, 200, completion('slow reply')), 600);
+    });
+    worker = await startTestWorker(prefix, { AGENT_MODULE: fixtureAgent('two-calls'), GATEWAY_BASE_URL: gateway.url });
+  });
+  afterAll(async () => {
+    await worker.close();
+    await gateway.close();
+  });
+
+  const callsFrom = (pid: number) => gateway.received.filter((r) => (r.json as { user?: string }).user === String(pid));
+
+  it('DELETE while running kills the agent process at once: no further model call, only the cancellation callback', async () => {
+    const id = await newSession();
+    await request(api.app)
+      .post(`/sessions/${id}/messages`)
+      .send({ content: 'work', webhook: { url: `${receiver.url}/hook` } });
+    const pid = Number(await waitFor(() => (gateway.received.at(-1)?.json as { user?: string } | undefined)?.user));
+    expect(processAlive(pid)).toBe(true);
+
+    expect((await request(api.app).delete(`/sessions/${id}`)).status).toBe(204);
+    await waitFor(() => !processAlive(pid), 2000, 5);
+    const [callback] = await waitFor(() => callbacksFor(id).length === 1 && callbacksFor(id));
+    expect(callback!.json).toMatchObject({
+      session_id: id,
+      status: 'error',
+      error: TURN_CANCELLED_ERROR,
+      response: null,
+    });
+
+    await sleep(900);
+    expect(callsFrom(pid)).toHaveLength(1);
+    expect(callbacksFor(id)).toHaveLength(1);
+    expect((await request(api.app).get(`/sessions/${id}`)).status).toBe(404);
+  });
+
+  it('kill -9 of the agent process mid-turn ends the turn in error, and the turn is not run again', async () => {
+    const id = await newSession();
+    await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'work' });
+    const before = gateway.received.length;
+    const pid = Number(
+      await waitFor(
+        () => gateway.received.length > before && (gateway.received.at(-1)?.json as { user?: string }).user,
+      ),
+    );
+    process.kill(pid, 'SIGKILL');
+
+    const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=10`);
+    expect(done.body.status).toBe('error');
+    expect(done.body.error).toBe('turn failed: the agent process exited unexpectedly (signal SIGKILL)');
+    await sleep(900);
+    expect(gateway.received.length).toBe(before + 1);
+    expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toEqual([{ role: 'user', content: 'work' }]);
+
+    // The pool replaced the killed process: the next turn runs to completion.
+    await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' });
+    const next = await request(api.app).get(`/sessions/${id}?wait=true&timeout=10`);
+    expect(next.body).toMatchObject({ status: 'idle', response: { role: 'assistant', content: 'slow reply' } });
+  });
+});

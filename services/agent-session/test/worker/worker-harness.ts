@@ -1,0 +1,152 @@
+import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { createLogger } from '@tollway/service-kit';
+import { startWorker, type RunningWorker } from '../../src/worker/start-worker';
+import { loadWorkerConfig, type WorkerConfig } from '../../src/worker-config';
+
+/** A request a test server received. */
+export interface Received {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  json: unknown;
+}
+
+/** A real HTTP server on 127.0.0.1 that records requests and answers through `handler`. */
+export interface TestServer {
+  url: string;
+  received: Received[];
+  close(): Promise<void>;
+}
+
+/** Starts a recording HTTP server; `handler` may answer, delay or never answer. */
+export async function startTestServer(
+  handler: (request: Received, res: ServerResponse, index: number) => void,
+): Promise<TestServer> {
+  const received: Received[] = [];
+  const server = http.createServer((req: IncomingMessage, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      let json: unknown = null;
+      try {
+        json = JSON.parse(body);
+      } catch {
+        json = null;
+      }
+      const request = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body, json };
+      received.push(request);
+      handler(request, res, received.length - 1);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Answers JSON with `status` and extra headers. */
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+/** A chat completion body answering `content`, with usage. */
+export function completion(content: string | null, totalTokens = 7, toolCalls?: unknown[]): unknown {
+  return {
+    id: 'chatcmpl-test',
+    object: 'chat.completion',
+    created: 1,
+    model: 'tollway/sim-chat',
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
+        finish_reason: toolCalls ? 'tool_calls' : 'stop',
+      },
+    ],
+    usage: { prompt_tokens: totalTokens - 2, completion_tokens: 2, total_tokens: totalTokens },
+  };
+}
+
+/** Polls `check` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  timeoutMs = 5000,
+  stepMs = 20,
+): Promise<Exclude<T, false | undefined>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value as Exclude<T, false | undefined>;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await sleep(stepMs);
+  }
+}
+
+/** Resolves after `ms`. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Whether a process with this id exists. */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Path of a fixture agent module under test/worker/fixtures. */
+export function fixtureAgent(name: string): string {
+  return path.join(__dirname, 'fixtures', `${name}.agent.ts`);
+}
+
+/** Path of a built-in agent module under src/agents. */
+export function builtInAgent(name: string): string {
+  return path.join(__dirname, '..', '..', 'src', 'agents', `${name}.agent.ts`);
+}
+
+/** A worker config for tests: short leases, 127.0.0.1 webhooks allowed, env overrides. */
+export function testWorkerConfig(prefix: string, env: Record<string, string> = {}): WorkerConfig {
+  return loadWorkerConfig({
+    argv: [],
+    env: {
+      REDIS_PREFIX: prefix,
+      WORKER_CONCURRENCY: '2',
+      GATEWAY_API_KEY: 'sk-test',
+      WEBHOOK_ALLOWED_HOSTS: '127.0.0.1',
+      WORKER_LEASE_TTL_MS: '1000',
+      REAPER_INTERVAL_MS: '200',
+      AGENT_RETRY_BASE_DELAY_MS: '10',
+      AGENT_RETRY_MAX_DELAY_MS: '50',
+      LOG_LEVEL: 'error',
+      ...env,
+    },
+  });
+}
+
+/** Starts an in-process worker (its agent processes are real child processes) with a silent logger. */
+export function startTestWorker(prefix: string, env: Record<string, string> = {}): Promise<RunningWorker> {
+  return startWorker(testWorkerConfig(prefix, env), {
+    logger: createLogger({ service: 'agent-session-worker-test', silent: true }),
+  });
+}
