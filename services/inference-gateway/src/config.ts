@@ -38,6 +38,19 @@ export const GatewayConfigSchema = z.object({
   defaultOutputReservationTokens: z.coerce.number().int().min(1).default(1024),
   /** API keys accepted by the config-key authenticator (comma-separated `API_KEYS`); default none. */
   apiKeys: apiKeyList.default([]),
+  /** Bearer token of the admin API (`/admin/v1`); unset = the admin API is not mounted. */
+  adminToken: z.string().min(1).optional(),
+  /** Plaintext key of the quickstart's `dev` organization (`tw-` + 32-128 base64url characters); unset = none. */
+  devApiKey: z
+    .string()
+    .regex(/^tw-[A-Za-z0-9_-]{32,128}$/, 'must be tw- followed by 32-128 letters, digits, _ or -')
+    .optional(),
+  /** How long an API-key lookup is cached in process, ms (revocations evict at once via pub/sub); default 5000. */
+  authCacheTtlMs: z.coerce.number().int().min(0).default(5000),
+  /** Lifetime of a capacity lease without renewal, ms (a crashed replica's leases expire after it); default 30 000. */
+  capacityLeaseMs: z.coerce.number().int().min(100).default(30_000),
+  /** `retry-after-ms` advised when a model is at capacity, ms; default 1000. */
+  capacityRetryAfterMs: z.coerce.number().int().min(1).default(1000),
   /** winston log level; default `info`. */
   logLevel: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
 });
@@ -58,6 +71,11 @@ export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSc
   upstreamConnections: { env: 'UPSTREAM_CONNECTIONS' },
   defaultOutputReservationTokens: { env: 'DEFAULT_OUTPUT_RESERVATION_TOKENS' },
   apiKeys: { env: 'API_KEYS' },
+  adminToken: { env: 'ADMIN_TOKEN' },
+  devApiKey: { env: 'DEV_API_KEY' },
+  authCacheTtlMs: { env: 'AUTH_CACHE_TTL_MS' },
+  capacityLeaseMs: { env: 'CAPACITY_LEASE_MS' },
+  capacityRetryAfterMs: { env: 'CAPACITY_RETRY_AFTER_MS' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
 };
 

@@ -12,7 +12,7 @@ import {
   OrganizationUsage,
 } from '@tollway/contracts';
 import { createLogger, errorMiddleware } from '@tollway/service-kit';
-import { buildAdminRouter } from '../../src/routes/admin/admin.router';
+import { ADMIN_BASE_PATH, buildAdminRouter } from '../../src/routes/admin/admin.router';
 import { RedisAdmission } from '../../src/admission/redis-admission';
 
 const prefix = `test-${randomUUID()}:`;
@@ -20,7 +20,7 @@ const redis = new Redis('redis://127.0.0.1:6379');
 const store = createAccountStore({ redis, prefix });
 const ADMIN_TOKEN = 'admin-secret-token';
 const app = express();
-app.use(buildAdminRouter({ store, adminToken: ADMIN_TOKEN }));
+app.use(ADMIN_BASE_PATH, buildAdminRouter({ store, adminToken: ADMIN_TOKEN }));
 app.use(errorMiddleware(createLogger({ service: 'test', silent: true })));
 const auth = { Authorization: `Bearer ${ADMIN_TOKEN}` };
 const authenticator = createKeyAuthenticator({ redis, prefix });

@@ -5,7 +5,7 @@ import { invalidAdminToken } from './admin-errors';
 import { organizationsRoutes } from './organizations.route';
 import { keysRoutes } from './keys.route';
 
-/** Where the admin API is mounted. */
+/** Where the gateway app mounts the admin router. */
 export const ADMIN_BASE_PATH = '/admin/v1';
 
 /** Options of buildAdminRouter. */
@@ -16,15 +16,15 @@ export interface AdminRouterOptions {
 }
 
 /**
- * The admin API under `/admin/v1`: organizations, their keys and usage. Every call needs
+ * The admin API, mounted by the app at ADMIN_BASE_PATH: organizations, their keys and usage. Every call needs
  * `Authorization: Bearer <ADMIN_TOKEN>` (401 otherwise); the gateway mounts it only when a token
  * is configured.
  */
 export function buildAdminRouter(options: AdminRouterOptions): Router {
   const router = Router();
-  router.use(ADMIN_BASE_PATH, requireAdminToken(options.adminToken), express.json({ limit: '64kb' }));
-  router.use(ADMIN_BASE_PATH, organizationsRoutes(options.store));
-  router.use(ADMIN_BASE_PATH, keysRoutes(options.store));
+  router.use(requireAdminToken(options.adminToken), express.json({ limit: '64kb' }));
+  router.use(organizationsRoutes(options.store));
+  router.use(keysRoutes(options.store));
   return router;
 }
 

@@ -1,0 +1,143 @@
+import { z } from 'zod';
+import {
+  ApiKey,
+  ApiKeyList,
+  CreateApiKeyRequest,
+  CreatedApiKey,
+  CreateOrganizationRequest,
+  DeletedOrganization,
+  Organization,
+  OrganizationList,
+  OrganizationUsage,
+  UpdateOrganizationRequest,
+  type InferenceOpenApiOptions,
+  type OpenApiOperation,
+  type OpenApiPathItem,
+  type OpenApiResponse,
+} from '@tollway/contracts';
+import { ADMIN_BASE_PATH } from './admin.router';
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const json = (description: string, schema: string): OpenApiResponse => ({
+  description,
+  content: { 'application/json': { schema: ref(schema) } },
+});
+const error = (description: string): OpenApiResponse => json(description, 'ErrorResponse');
+const body = (schema: string) => ({ required: true, content: { 'application/json': { schema: ref(schema) } } });
+const pathParam = (name: string, description: string) => ({
+  name,
+  in: 'path' as const,
+  required: true,
+  description,
+  schema: { type: 'string' },
+});
+const ORG = pathParam('org_id', 'Organization id.');
+const KEY = pathParam('key_id', 'API key id.');
+const COMMON = { '401': error('Missing or wrong admin token (no `code`).') };
+const NOT_FOUND = error('No such organization (`organization_not_found`) or key (`api_key_not_found`).');
+const INVALID = error('Body or query does not fit the schema (`invalid_request`, `param` names the field).');
+
+function op(operationId: string, summary: string, rest: Omit<OpenApiOperation, 'operationId' | 'summary' | 'tags'>) {
+  const operation: OpenApiOperation = { operationId, summary, tags: ['admin'], ...rest };
+  operation.responses = { ...operation.responses, ...COMMON };
+  return operation;
+}
+
+/** Schemas of the admin API as OpenAPI components (request shapes as input, answers as output). */
+function adminSchemas(): Record<string, Record<string, unknown>> {
+  const convert = (schema: z.ZodType, io: 'input' | 'output') => {
+    const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, {
+      target: 'draft-2020-12',
+      io,
+      unrepresentable: 'any',
+    });
+    return rest as Record<string, unknown>;
+  };
+  return {
+    CreateOrganizationRequest: convert(CreateOrganizationRequest, 'input'),
+    UpdateOrganizationRequest: convert(UpdateOrganizationRequest, 'input'),
+    CreateApiKeyRequest: convert(CreateApiKeyRequest, 'input'),
+    Organization: convert(Organization, 'output'),
+    OrganizationList: convert(OrganizationList, 'output'),
+    DeletedOrganization: convert(DeletedOrganization, 'output'),
+    ApiKey: convert(ApiKey, 'output'),
+    CreatedApiKey: convert(CreatedApiKey, 'output'),
+    ApiKeyList: convert(ApiKeyList, 'output'),
+    OrganizationUsage: convert(OrganizationUsage, 'output'),
+  };
+}
+
+/** The admin API's paths and schemas, for the gateway's `GET /openapi.json` (see buildInferenceOpenApi). */
+export function adminOpenApi(): InferenceOpenApiOptions {
+  // The document's default server is `/v1`; admin paths override it and are written in full.
+  const servers = [{ url: '/', description: 'The admin API; needs `Authorization: Bearer <ADMIN_TOKEN>`.' }];
+  const A = ADMIN_BASE_PATH;
+  const paths: Record<string, OpenApiPathItem> = {
+    [`${A}/organizations`]: {
+      servers,
+      post: op('createOrganization', 'Create an organization', {
+        requestBody: body('CreateOrganizationRequest'),
+        responses: {
+          '201': json('The new organization.', 'Organization'),
+          '400': INVALID,
+          '409': error('The id is taken (`organization_exists`).'),
+        },
+      }),
+      get: op('listOrganizations', 'List organizations', {
+        responses: { '200': json('Every organization.', 'OrganizationList') },
+      }),
+    },
+    [`${A}/organizations/{org_id}`]: {
+      servers,
+      get: op('getOrganization', 'Get an organization', {
+        parameters: [ORG],
+        responses: { '200': json('The organization.', 'Organization'), '404': NOT_FOUND },
+      }),
+      patch: op('updateOrganization', 'Update budgets, name, or top up credit', {
+        parameters: [ORG],
+        requestBody: body('UpdateOrganizationRequest'),
+        responses: { '200': json('The updated organization.', 'Organization'), '400': INVALID, '404': NOT_FOUND },
+      }),
+      delete: op('deleteOrganization', 'Delete an organization and revoke its keys', {
+        parameters: [ORG],
+        responses: { '200': json('Deleted.', 'DeletedOrganization'), '404': NOT_FOUND },
+      }),
+    },
+    [`${A}/organizations/{org_id}/keys`]: {
+      servers,
+      post: op('createApiKey', 'Create an API key (the plaintext is shown only in this answer)', {
+        parameters: [ORG],
+        requestBody: { ...body('CreateApiKeyRequest'), required: false },
+        responses: { '201': json('The new key, with `key`.', 'CreatedApiKey'), '400': INVALID, '404': NOT_FOUND },
+      }),
+      get: op('listApiKeys', 'List API keys, live and revoked', {
+        parameters: [ORG],
+        responses: { '200': json('The keys, redacted.', 'ApiKeyList'), '404': NOT_FOUND },
+      }),
+    },
+    [`${A}/organizations/{org_id}/keys/{key_id}`]: {
+      servers,
+      delete: op('revokeApiKey', 'Revoke an API key (every replica refuses it within a second)', {
+        parameters: [ORG, KEY],
+        responses: { '200': json('The revoked key.', 'ApiKey'), '404': NOT_FOUND },
+      }),
+    },
+    [`${A}/organizations/{org_id}/usage`]: {
+      servers,
+      get: op('getOrganizationUsage', 'Usage: requests, tokens and spend, per model and per minute', {
+        parameters: [
+          ORG,
+          {
+            name: 'minutes',
+            in: 'query',
+            required: false,
+            description: 'How many minutes back, 1-120; default 60.',
+            schema: { type: 'integer', minimum: 1, maximum: 120, default: 60 },
+          },
+        ],
+        responses: { '200': json('Usage of the period.', 'OrganizationUsage'), '400': INVALID, '404': NOT_FOUND },
+      }),
+    },
+  };
+  return { extraPaths: paths, extraSchemas: adminSchemas() };
+}
