@@ -1,6 +1,5 @@
 import { createLogger, createRedis, installShutdown, listen, closeServer } from '@tollway/service-kit';
-import { ConfigKeyAuthenticator } from './admission/config-key.authenticator';
-import { UnmeteredAdmission } from './admission/unmetered.admission';
+import { wireAccounts } from './admission/accounts-wiring';
 import { buildApp } from './app';
 import { CatalogStore } from './catalog/catalog-store';
 import { loadGatewayConfig } from './config';
@@ -23,19 +22,22 @@ async function main(): Promise<void> {
     }
   });
   const redis = createRedis(config.redisUrl, { name: 'gateway' });
-  const authenticator = new ConfigKeyAuthenticator(config.apiKeys);
-  const admission = new UnmeteredAdmission();
+  const accounts = await wireAccounts(config, redis, logger);
+  const { authenticator, admission, adminRouter, openApi } = accounts;
 
-  const app = buildApp({ config, logger, catalog, engines, authenticator, admission, redis });
+  const app = buildApp({ config, logger, catalog, engines, authenticator, admission, redis, adminRouter, openApi });
   const server = await listen(app, config.port, config.host);
   // Longer than the usual load balancer idle timeout (60 s), so the balancer closes first.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
-  logger.info('gateway listening', { port: config.port, host: config.host, models: catalog.all().length });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  logger.info('gateway listening', { port, host: config.host, models: catalog.all().length });
   installShutdown(logger, [
     { name: 'http', run: () => closeServer(server) },
     { name: 'catalog', run: () => catalog.close() },
     { name: 'engines', run: () => engines.close() },
+    { name: 'accounts', run: () => accounts.close() },
     { name: 'redis', run: () => redis.quit() },
   ]);
 }

@@ -1,0 +1,67 @@
+import type { Router } from 'express';
+import type { Redis } from 'ioredis';
+import { createAccountStore, createKeyAuthenticator, ensureDevOrganization } from '@tollway/accounts';
+import type { InferenceOpenApiOptions } from '@tollway/contracts';
+import type { Logger } from '@tollway/service-kit';
+import type { GatewayConfig } from '../config';
+import { adminOpenApi } from '../routes/admin/admin.openapi';
+import { buildAdminRouter } from '../routes/admin/admin.router';
+import type { Admission, Authenticator, Principal } from './admission.types';
+import { ConfigKeyAuthenticator } from './config-key.authenticator';
+import { RedisAdmission } from './redis-admission';
+import { UnmeteredAdmission } from './unmetered.admission';
+
+/** What the gateway gets from the accounts in Redis: authentication, admission, the admin API. */
+export interface AccountsWiring {
+  authenticator: Authenticator;
+  admission: Admission;
+  /** Mounted at `/admin/v1`; absent when `ADMIN_TOKEN` is unset. */
+  adminRouter?: Router;
+  openApi: InferenceOpenApiOptions;
+  /** Stops listening for key revocations. */
+  close(): Promise<void>;
+}
+
+/**
+ * Builds the Redis-backed authenticator and admission, the admin API (when ADMIN_TOKEN is set),
+ * and registers the quickstart's dev key (when DEV_API_KEY is set). The key itself is never logged.
+ */
+export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: Logger): Promise<AccountsWiring> {
+  const prefix = config.redisPrefix;
+  const keys = createKeyAuthenticator({ redis, prefix, cacheTtlMs: config.authCacheTtlMs });
+  const metered = new RedisAdmission({
+    redis,
+    prefix,
+    leaseMs: config.capacityLeaseMs,
+    capacityRetryAfterMs: config.capacityRetryAfterMs,
+    logger,
+  });
+  // Static operator keys from API_KEYS (tests, private deployments) stay usable, unmetered;
+  // every organization key is metered.
+  const configKeys = config.apiKeys.length > 0 ? new ConfigKeyAuthenticator(config.apiKeys) : null;
+  const unmetered = new UnmeteredAdmission();
+  const authenticator: Authenticator = {
+    authenticate: async (token) =>
+      (configKeys ? await configKeys.authenticate(token) : null) ?? keys.authenticate(token),
+  };
+  const admission: Admission = {
+    admit: (request) => (isConfigKey(request.principal) ? unmetered.admit(request) : metered.admit(request)),
+  };
+  if (config.devApiKey) {
+    const dev = await ensureDevOrganization({ redis, prefix, key: config.devApiKey });
+    logger.info('dev API key active', { org: dev.orgId, key_id: dev.keyId });
+  }
+  if (config.apiKeys.length > 0) {
+    logger.warn('API_KEYS set: those static keys are accepted without budgets, credit or capacity limits');
+  }
+  const adminRouter = config.adminToken
+    ? buildAdminRouter({ store: createAccountStore({ redis, prefix }), adminToken: config.adminToken })
+    : undefined;
+  if (!adminRouter) logger.info('admin API off (ADMIN_TOKEN is not set)');
+  return { authenticator, admission, adminRouter, openApi: adminOpenApi(), close: () => keys.close() };
+}
+
+/** Principals minted by ConfigKeyAuthenticator (key ids `config-key-<n>`; Redis key ids are `key_…`). */
+function isConfigKey(principal: Principal): boolean {
+  return principal.orgId === 'config' && principal.keyId.startsWith('config-key-');
+}
