@@ -15,13 +15,6 @@ import { TurnCancellations } from './turn-cancellations';
 import { TurnReaper } from './turn-reaper';
 import { WorkerRegistration } from './worker-registry';
 
-/**
- * BullMQ lock of an active job, in ms. With `maxStalledCount: 0` a job whose lock lapses is failed,
- * never run again, and the reaper ends its turn; the lock is renewed every half of this.
- */
-const JOB_LOCK_DURATION_MS = 10_000;
-/** How often BullMQ looks for stalled jobs, in ms. */
-const STALLED_INTERVAL_MS = 5_000;
 /** On shutdown, turns under way get this long to finish before their processes are killed, in ms. */
 const SHUTDOWN_TURN_GRACE_MS = 5_000;
 
@@ -137,9 +130,11 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
     connection: queueRedis,
     prefix: turnQueuePrefix(config.redisPrefix),
     concurrency: config.concurrency,
+    // A turn never runs twice: a job whose lock lapsed (its worker died) is failed, not retried,
+    // and the reaper ends its turn in error.
     maxStalledCount: 0,
-    stalledInterval: STALLED_INTERVAL_MS,
-    lockDuration: JOB_LOCK_DURATION_MS,
+    stalledInterval: config.stalledIntervalMs,
+    lockDuration: config.jobLockDurationMs,
   });
   worker.on('error', (err) => logger.error('turn queue error', { err: err.message }));
   worker.on('failed', (job, err) => logger.warn('turn job failed', { job_id: job?.id, err: err.message }));

@@ -1,0 +1,137 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { Queue } from 'bullmq';
+import request from 'supertest';
+import { AGENT_TURN_QUEUE } from '@tollway/contracts';
+import { createLogger } from '@tollway/service-kit';
+import { turnQueuePrefix } from '../../src/store/turn-queue';
+import { TurnNotifier } from '../../src/webhooks/turn-notifier';
+import { WebhookDelivery } from '../../src/webhooks/webhook-delivery';
+import type { RunningWorker } from '../../src/worker/start-worker';
+import { JOB_LOST_ERROR, TurnReaper, WORKER_LOST_ERROR } from '../../src/worker/turn-reaper';
+import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
+import {
+  completion,
+  fixtureAgent,
+  processAlive,
+  sendJson,
+  sleep,
+  startTestServer,
+  startTestWorker,
+  waitFor,
+  type TestServer,
+} from './worker-harness';
+
+const prefix = testPrefix();
+const logger = createLogger({ service: 'reaper-test', silent: true });
+let api: ApiReplica;
+let gateway: TestServer;
+let receiver: TestServer;
+let queue: Queue;
+let reaper: TurnReaper;
+let workerProcess: ChildProcess | null = null;
+let secondWorker: RunningWorker | null = null;
+
+const workerEnv = {
+  REDIS_PREFIX: prefix,
+  WORKER_CONCURRENCY: '1',
+  GATEWAY_API_KEY: 'sk-test',
+  WEBHOOK_ALLOWED_HOSTS: '127.0.0.1',
+  WORKER_LEASE_TTL_MS: '1000',
+  REAPER_INTERVAL_MS: '200',
+  JOB_LOCK_DURATION_MS: '1000',
+  STALLED_INTERVAL_MS: '300',
+  LOG_LEVEL: 'error',
+};
+
+beforeAll(async () => {
+  api = await startReplica(prefix);
+  gateway = await startTestServer((_req, res) => setTimeout(() => sendJson(res, 200, completion('late')), 600));
+  receiver = await startTestServer((_req, res) => sendJson(res, 200, {}));
+  queue = new Queue(AGENT_TURN_QUEUE, { connection: api.redis, prefix: turnQueuePrefix(prefix) });
+  const notifier = new TurnNotifier(
+    new WebhookDelivery({ logger, timeoutMs: 1000, allowedHosts: ['127.0.0.1'] }),
+    false,
+  );
+  reaper = new TurnReaper({
+    redis: api.redis,
+    prefix,
+    store: api.store,
+    queue,
+    notifier,
+    logger,
+    intervalMs: 200,
+    leaseTtlMs: 1000,
+  });
+  reaper.start();
+});
+
+afterAll(async () => {
+  workerProcess?.kill('SIGKILL');
+  await secondWorker?.close();
+  await reaper.stop();
+  await queue.close();
+  await Promise.all([gateway.close(), receiver.close()]);
+  await api.close();
+  await deleteKeys(prefix);
+});
+
+it('kill -9 of a whole worker process: the reaper ends its turn in error within seconds, and no worker runs it again', async () => {
+  const main = path.join(__dirname, '..', '..', 'src', 'main-worker.ts');
+  workerProcess = spawn(process.execPath, ['--conditions=@tollway/source', '--import', 'tsx', main], {
+    env: { ...process.env, ...workerEnv, AGENT_MODULE: fixtureAgent('two-calls'), GATEWAY_BASE_URL: gateway.url },
+    stdio: 'ignore',
+  });
+  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+  await request(api.app)
+    .post(`/sessions/${id}/messages`)
+    .send({ content: 'work', webhook: { url: receiver.url } });
+  const agentPid = Number(
+    await waitFor(() => (gateway.received[0]?.json as { user?: string } | undefined)?.user, 15_000),
+  );
+
+  const killedAt = Date.now();
+  workerProcess.kill('SIGKILL');
+  const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=10`);
+  expect(done.body).toEqual({ session_id: id, status: 'error', response: null, error: WORKER_LOST_ERROR });
+  expect(Date.now() - killedAt).toBeLessThan(10_000);
+  await waitFor(() => !processAlive(agentPid), 2000);
+  const callback = await waitFor(() => receiver.received[0]);
+  expect(callback.json).toMatchObject({ session_id: id, status: 'error', error: WORKER_LOST_ERROR });
+
+  // A live worker finds the dead worker's job stalled: it fails it rather than running the turn again.
+  secondWorker = await startTestWorker(prefix, {
+    ...workerEnv,
+    AGENT_MODULE: fixtureAgent('two-calls'),
+    GATEWAY_BASE_URL: gateway.url,
+  });
+  const turnId = (await queue.getJobs(['active', 'failed', 'completed', 'waiting'])).map((job) => job.id)[0]!;
+  await waitFor(async () => (await queue.getJobState(turnId)) === 'failed', 5000, 100);
+  await sleep(700);
+  expect(gateway.received).toHaveLength(1);
+  expect(receiver.received).toHaveLength(1);
+});
+
+it('ends a running turn whose job is gone (never queued or lost) in error', async () => {
+  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+  const turnId = randomUUID();
+  expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'orphan' })).toBe('ok');
+  const lateReaper = new TurnReaper({
+    redis: api.redis,
+    prefix,
+    store: api.store,
+    queue,
+    notifier: new TurnNotifier(new WebhookDelivery({ logger, timeoutMs: 100 }), false),
+    logger,
+    intervalMs: 200,
+    leaseTtlMs: 1000,
+    clock: () => Date.now() + 5000,
+  });
+  expect(await lateReaper.pass()).toBe(1);
+  expect((await request(api.app).get(`/sessions/${id}`)).body).toMatchObject({
+    status: 'error',
+    error: JOB_LOST_ERROR,
+  });
+  expect(await lateReaper.pass()).toBe(0);
+});
