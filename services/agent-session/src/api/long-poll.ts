@@ -1,5 +1,5 @@
 import type { Response } from 'express';
-import type { SessionEventHub } from '../store/session-event-hub';
+import type { SessionEvent, SessionEventHub } from '../store/session-event-hub';
 import type { SessionRecord, SessionStore } from '../store/session-store';
 
 /**
@@ -25,7 +25,13 @@ export async function readSessionWaiting(
     while (record && record.status === 'running') {
       const outcome = await waiter.next(deadline);
       if (outcome === 'disposed') return 'aborted';
-      record = await deps.store.get(sessionId, org);
+      // The end of the very turn we saw running carries its outcome: no second read is needed
+      // (the first read checked the org). Anything else (deletion, reconnect) is re-read.
+      const event = outcome === 'event' ? waiter.lastEvent() : null;
+      record =
+        event && event.status !== 'deleted' && event.turn_id === record.turnId
+          ? recordFromEvent({ ...event, status: event.status }, org)
+          : await deps.store.get(sessionId, org);
       if (outcome === 'timeout') break;
     }
     return record;
@@ -33,4 +39,16 @@ export async function readSessionWaiting(
     res.off('close', onClose);
     waiter.dispose();
   }
+}
+
+function recordFromEvent(event: SessionEvent & { status: 'idle' | 'error' }, org: string | null): SessionRecord {
+  return {
+    sessionId: event.session_id,
+    status: event.status,
+    org,
+    turnId: null,
+    response:
+      event.status === 'idle' && event.response ? (JSON.parse(event.response) as SessionRecord['response']) : null,
+    error: event.status === 'error' ? (event.error ?? null) : null,
+  };
 }

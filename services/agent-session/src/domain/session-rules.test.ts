@@ -11,7 +11,7 @@ describe('session rules', () => {
 
   it('shows response only when idle and error only in error (rule 2)', () => {
     const response = { role: 'assistant' as const, content: 'a' };
-    const base = { sessionId: 's', org: null, response, error: 'e' };
+    const base = { sessionId: 's', org: null, turnId: null, response, error: 'e' };
     expect(toSessionResponse({ ...base, status: 'running' })).toEqual({
       session_id: 's',
       status: 'running',

@@ -1,6 +1,18 @@
 import type { Redis } from 'ioredis';
 import { sessionEventsChannel } from './session-keys';
 
+/** A turn's end or a deletion, as published by the store's scripts. */
+export interface SessionEvent {
+  session_id: string;
+  status: 'idle' | 'error' | 'deleted';
+  /** The turn that ended (absent for `deleted`). */
+  turn_id?: string;
+  /** The ChatMessage as JSON, when status is `idle`. */
+  response?: string;
+  /** The error message, when status is `error`. */
+  error?: string;
+}
+
 /** Why a wait ended: a session event arrived, the timeout passed, or the waiter was disposed. */
 export type WaitOutcome = 'event' | 'timeout' | 'disposed';
 
@@ -11,12 +23,15 @@ export type WaitOutcome = 'event' | 'timeout' | 'disposed';
 export interface SessionWaiter {
   /** Resolves at the next event for the session (or a pending one), at `deadline` (Unix ms, null = never), or on dispose. */
   next(deadline: number | null): Promise<WaitOutcome>;
+  /** The latest event received (null after a reconnect, when the session must be re-read). */
+  lastEvent(): SessionEvent | null;
   /** Frees the waiter; a pending `next()` resolves `disposed`. Idempotent. */
   dispose(): void;
 }
 
 interface WaiterState {
   pending: boolean;
+  event: SessionEvent | null;
   disposed: boolean;
   wake: ((outcome: WaitOutcome) => void) | null;
 }
@@ -68,7 +83,7 @@ export class SessionEventHub {
 
   /** Registers a waiter for `sessionId`; dispose it when the request ends. */
   register(sessionId: string): SessionWaiter {
-    const state: WaiterState = { pending: false, disposed: false, wake: null };
+    const state: WaiterState = { pending: false, event: null, disposed: false, wake: null };
     let set = this.waiters.get(sessionId);
     if (!set) this.waiters.set(sessionId, (set = new Set()));
     set.add(state);
@@ -104,7 +119,7 @@ export class SessionEventHub {
         state.wake = finish;
         arm();
       });
-    return { next, dispose };
+    return { next, dispose, lastEvent: () => state.event };
   }
 
   /**
@@ -117,22 +132,23 @@ export class SessionEventHub {
   }
 
   private onMessage(message: string): void {
-    let sessionId: unknown;
+    let event: SessionEvent;
     try {
-      sessionId = (JSON.parse(message) as { session_id?: unknown }).session_id;
+      event = JSON.parse(message) as SessionEvent;
     } catch {
       return;
     }
-    if (typeof sessionId !== 'string') return;
-    const set = this.waiters.get(sessionId);
-    if (set) for (const state of set) this.notify(state);
+    if (typeof event?.session_id !== 'string') return;
+    const set = this.waiters.get(event.session_id);
+    if (set) for (const state of set) this.notify(state, event);
   }
 
   private wakeAll(): void {
-    for (const set of this.waiters.values()) for (const state of set) this.notify(state);
+    for (const set of this.waiters.values()) for (const state of set) this.notify(state, null);
   }
 
-  private notify(state: WaiterState): void {
+  private notify(state: WaiterState, event: SessionEvent | null): void {
+    state.event = event;
     if (state.wake) state.wake('event');
     else state.pending = true;
   }

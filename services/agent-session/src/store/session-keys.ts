@@ -28,7 +28,11 @@ export function sessionKeys(prefix: string): SessionKeys {
   };
 }
 
-/** Channel of session events (`{ session_id, status }` JSON, status `idle`, `error` or `deleted`) that wake long-polls. */
+/**
+ * Channel of session events that wake long-polls: `{ session_id, status }` JSON with status
+ * `idle` or `error` (plus the ended `turn_id` and `response`, the ChatMessage as a JSON string, or
+ * `error`), or `deleted`.
+ */
 export function sessionEventsChannel(prefix: string): string {
   return `${prefix}session-events`;
 }

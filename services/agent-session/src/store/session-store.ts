@@ -21,6 +21,8 @@ export interface SessionRecord {
   sessionId: string;
   status: SessionStatus;
   org: string | null;
+  /** The running turn, when status is `running`. */
+  turnId: string | null;
   response: ChatMessage | null;
   error: string | null;
 }
@@ -99,10 +101,11 @@ export class SessionStore {
 
   /** The session if it exists and belongs to `org`, else null. */
   async get(sessionId: string, org: string | null): Promise<SessionRecord | null> {
-    const [status, owner, response, error] = await this.redis.hmget(
+    const [status, owner, turnId, response, error] = await this.redis.hmget(
       this.keys.session(sessionId),
       'status',
       'org',
+      'turn_id',
       'response',
       'error',
     );
@@ -111,6 +114,7 @@ export class SessionStore {
       sessionId,
       status: status as SessionStatus,
       org,
+      turnId: status === 'running' ? (turnId ?? null) : null,
       response: status === 'idle' && response ? (JSON.parse(response) as ChatMessage) : null,
       error: status === 'error' ? (error ?? null) : null,
     };

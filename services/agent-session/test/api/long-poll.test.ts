@@ -1,5 +1,6 @@
 import http from 'node:http';
 import request from 'supertest';
+import { sessionEventsChannel } from '../../src/store/session-store';
 import { deleteKeys, serve, startReplica, testPrefix, type ApiReplica } from './api-harness';
 
 const prefix = testPrefix();
@@ -61,6 +62,25 @@ describe('GET /sessions/{id}?wait=true', () => {
     const res = await pending;
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ session_id: id, status: 'error', response: null, error: 'boom' });
+  });
+
+  it("ignores a late event of an earlier turn and answers with this turn's outcome", async () => {
+    const { id, turnId } = await runningSession();
+    const pending = request(server.url)
+      .get(`/sessions/${id}?wait=true&timeout=10`)
+      .then((res) => res);
+    await waitersRegistered(1);
+    const stale = {
+      session_id: id,
+      turn_id: 'an-earlier-turn',
+      status: 'idle',
+      response: '{"role":"assistant","content":"old"}',
+    };
+    await b.redis.publish(sessionEventsChannel(prefix), JSON.stringify(stale));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(a.hub.size).toBe(1);
+    await b.store.finishTurn(id, turnId, { kind: 'error', error: 'current' });
+    expect((await pending).body).toEqual({ session_id: id, status: 'error', response: null, error: 'current' });
   });
 
   it('answers 200 running when the timeout passes first', async () => {

@@ -3,7 +3,8 @@ import { LuaScript } from '../lua-script';
 /**
  * Ends a turn compare-and-set: only while the session is running this very turn. Success
  * appends the turn's messages and goes idle with `response`; error goes to error with the
- * message and appends nothing. Publishes the session event that wakes long-polls.
+ * message and appends nothing. Publishes the session event that wakes long-polls, carrying the
+ * outcome (`response` JSON or `error`) so a woken long-poll answers without reading the session.
  *
  * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset
  * ARGV[1] session id, ARGV[2] turn id, ARGV[3] now (ms), ARGV[4] events channel,
@@ -28,7 +29,9 @@ end
 redis.call('HDEL', KEYS[1], 'turn_id', 'started_at')
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-redis.call('PUBLISH', ARGV[4], cjson.encode({ session_id = ARGV[1], status = status }))
+local event = { session_id = ARGV[1], turn_id = ARGV[2], status = status }
+if status == 'idle' then event.response = ARGV[6] else event.error = ARGV[6] end
+redis.call('PUBLISH', ARGV[4], cjson.encode(event))
 return 'applied'
 `,
   4,
