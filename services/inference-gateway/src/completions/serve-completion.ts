@@ -42,6 +42,7 @@ async function serveJson(admitted: AdmittedCompletion, res: ServerResponse): Pro
     result = await admitted.engine.complete(admitted.call);
   } catch (err) {
     await beforeOutput(admitted, err);
+    if (err instanceof EngineAbortedError) return;
     throw err;
   }
   const body = result.raw ?? Buffer.from(JSON.stringify(result.completion));
@@ -58,6 +59,7 @@ async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse):
     stream = await admitted.engine.stream(admitted.call);
   } catch (err) {
     await beforeOutput(admitted, err);
+    if (err instanceof EngineAbortedError) return;
     throw err;
   }
   res.writeHead(200, { ...admitted.ticket.headers, ...SSE_HEADERS });

@@ -1,0 +1,99 @@
+// Process helpers shared by bench scripts: start a Node entry point (.ts through tsx with the
+// @tollway/source condition, .js as is), wait until it logs the port it listens on, sample its
+// RSS, stop it. Generic: any service whose "listening" log line is JSON with a `port` field.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+/** Arguments that run `file` with node: TypeScript through tsx, JavaScript directly. */
+export function nodeArgs(file) {
+  return file.endsWith('.ts') ? ['--conditions=@tollway/source', '--import', 'tsx', file] : [file];
+}
+
+/**
+ * Starts `file` with `args` and `env`; resolves once a stdout line parses as JSON with a
+ * `message` containing "listening" and a numeric `port`. Rejects if the process exits first or
+ * after `timeoutMs`.
+ */
+export function startService(file, { args = [], env = {}, cwd, timeoutMs = 30_000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...nodeArgs(file), ...args], {
+      cwd,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    let buffered = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${file} did not start within ${timeoutMs} ms: ${stderr}`));
+    }, timeoutMs);
+    child.stderr.on('data', (data) => {
+      stderr += data;
+    });
+    child.stdout.on('data', (data) => {
+      buffered += data;
+      let nl;
+      while ((nl = buffered.indexOf('\n')) !== -1) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        try {
+          const record = JSON.parse(line);
+          if (typeof record.message === 'string' && record.message.includes('listening') && typeof record.port === 'number') {
+            clearTimeout(timer);
+            child.stdout.resume();
+            resolve({ child, port: record.port, stop: () => stopProcess(child) });
+          }
+        } catch {
+          // not a JSON log line
+        }
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${file} exited with ${code} before listening: ${stderr}`));
+    });
+  });
+}
+
+/** Resident set size of a process in bytes (Linux /proc), or null when unavailable. */
+export function rssOf(pid) {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const match = /VmRSS:\s+(\d+) kB/.exec(status);
+    return match ? Number(match[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Samples `pid`'s RSS every `everyMs` until the returned function is called; it returns the peak. */
+export function sampleRss(pid, everyMs = 100) {
+  let peak = rssOf(pid) ?? 0;
+  const timer = setInterval(() => {
+    peak = Math.max(peak, rssOf(pid) ?? 0);
+  }, everyMs);
+  return () => {
+    clearInterval(timer);
+    return Math.max(peak, rssOf(pid) ?? 0);
+  };
+}
+
+/** Sends SIGTERM, then SIGKILL after 3 s; resolves when the process is gone. */
+export function stopProcess(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => child.kill('SIGKILL'), 3000);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** Value at quantile q (0–1) of an ascending-sorted array. */
+export function quantile(sorted, q) {
+  if (sorted.length === 0) return NaN;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[index];
+}

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
+
+/** Configuration of the standalone simulated engine (`pnpm sim`). */
+export const SimConfigSchema = z.object({
+  /** TCP port; default 8000 (vLLM's). */
+  port: z.coerce.number().int().min(0).max(65535).default(8000),
+  /** Interface to bind; default 127.0.0.1. */
+  host: z.string().default('127.0.0.1'),
+  /** Model name listed by `GET /v1/models` (any name is served); default `simulated`. */
+  modelName: z.string().min(1).default('simulated'),
+  /** Delay before the first token, ms; default 5. */
+  timeToFirstTokenMs: z.coerce.number().min(0).default(5),
+  /** Delay per output token, ms; default 1. */
+  timePerOutputTokenMs: z.coerce.number().min(0).default(1),
+  /** Generations at once, others queue; default 256. */
+  maxConcurrency: z.coerce.number().int().min(1).default(256),
+  /** Output tokens when a request sets no max_tokens; default 64. */
+  defaultMaxTokens: z.coerce.number().int().min(1).default(64),
+  /** Context window in tokens; default 32 768. */
+  maxModelLen: z.coerce.number().int().min(16).default(32_768),
+  /** Emit reasoning_content; default false. */
+  reasoning: envBoolean.default(false),
+  /** Parameter errors as vLLM's flat JSON (`json`) or `text/plain` (`text`); default json. */
+  errorStyle: z.enum(['json', 'text']).default('json'),
+});
+export type SimConfig = Readonly<z.infer<typeof SimConfigSchema>>;
+
+const SOURCES: Record<keyof z.infer<typeof SimConfigSchema>, ConfigSource> = {
+  port: { env: 'SIM_PORT', flag: 'port' },
+  host: { env: 'SIM_HOST', flag: 'host' },
+  modelName: { env: 'SIM_MODEL_NAME', flag: 'model-name' },
+  timeToFirstTokenMs: { env: 'SIM_TTFT_MS', flag: 'ttft-ms' },
+  timePerOutputTokenMs: { env: 'SIM_TPOT_MS', flag: 'tpot-ms' },
+  maxConcurrency: { env: 'SIM_MAX_CONCURRENCY', flag: 'max-concurrency' },
+  defaultMaxTokens: { env: 'SIM_DEFAULT_MAX_TOKENS', flag: 'default-max-tokens' },
+  maxModelLen: { env: 'SIM_MAX_MODEL_LEN', flag: 'max-model-len' },
+  reasoning: { env: 'SIM_REASONING', flag: 'reasoning', boolean: true },
+  errorStyle: { env: 'SIM_ERROR_STYLE', flag: 'error-style' },
+};
+
+/** Parses the sim server's configuration from the environment and flags. */
+export function loadSimConfig(input?: { env?: NodeJS.ProcessEnv; argv?: readonly string[] }): SimConfig {
+  return loadConfig(SimConfigSchema, SOURCES, input);
+}

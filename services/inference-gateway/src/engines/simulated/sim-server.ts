@@ -1,0 +1,147 @@
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { CreateChatCompletionRequest } from '@tollway/contracts';
+import { formatIssuePath } from '@tollway/service-kit';
+import type { SimulationOptions } from '../../catalog/catalog.schema';
+import { EngineAbortedError } from '../engine.types';
+import { renderSimError, SimParameterError, Simulator } from './simulator';
+
+/** Largest body the sim server reads. */
+const MAX_BODY_BYTES = 16 * 1024 * 1024;
+
+/** What the sim server has seen, for tests and benchmarks (`GET /sim/stats`). */
+export interface SimStats {
+  requests: number;
+  completed: number;
+  /** Generations stopped because the client went away. */
+  aborted: number;
+}
+
+/**
+ * The simulated engine as a standalone OpenAI-compatible HTTP server, shaped like vLLM's:
+ * `POST /v1/chat/completions` (JSON or SSE, `stream_options.include_usage` and
+ * `continuous_usage_stats`), `GET /v1/models`, `GET /health`, plus `GET /sim/stats`. A client that
+ * disconnects stops its generation at once. Plain `node:http`, so it can stand in for a fast engine.
+ */
+export class SimServer {
+  readonly server: Server;
+  readonly stats: SimStats = { requests: 0, completed: 0, aborted: 0 };
+  private readonly simulator: Simulator;
+
+  constructor(
+    readonly options: SimulationOptions,
+    private readonly modelName = 'simulated',
+  ) {
+    this.simulator = new Simulator(options);
+    this.server = createServer((req, res) => {
+      this.handle(req, res).catch(() => {
+        if (!res.headersSent) this.sendJson(res, 500, { object: 'error', message: 'internal error', type: 'InternalServerError', param: null, code: 500 });
+        else res.destroy();
+      });
+    });
+    this.server.keepAliveTimeout = 65_000;
+  }
+
+  /** Listens; resolves with the bound port. */
+  async listen(port: number, host = '127.0.0.1'): Promise<number> {
+    this.server.listen(port, host);
+    await once(this.server, 'listening');
+    const address = this.server.address();
+    return typeof address === 'object' && address ? address.port : port;
+  }
+
+  /** Stops listening and drops idle connections. */
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? '/';
+    if (req.method === 'POST' && url === '/v1/chat/completions') return this.chat(req, res);
+    if (req.method === 'GET' && url === '/v1/models') {
+      return this.sendJson(res, 200, { object: 'list', data: [{ id: this.modelName, object: 'model', created: 0, owned_by: 'tollway-sim' }] });
+    }
+    if (req.method === 'GET' && url === '/health') return this.sendJson(res, 200, { status: 'ok' });
+    if (req.method === 'GET' && url === '/sim/stats') return this.sendJson(res, 200, { ...this.stats, ...this.simulator.load() });
+    req.resume();
+    this.sendJson(res, 404, { object: 'error', message: 'Not Found', type: 'NotFoundError', param: null, code: 404 });
+  }
+
+  private async chat(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    this.stats.requests++;
+    const body = await readBody(req);
+    if (body === null) return this.refuse(res, new SimParameterError('The request body is too large.', null));
+    let json: unknown;
+    try {
+      json = JSON.parse(body);
+    } catch {
+      return this.refuse(res, new SimParameterError('The request body is not valid JSON.', null));
+    }
+    const parsed = CreateChatCompletionRequest.safeParse(json);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const param = issue ? formatIssuePath(issue.path) : null;
+      return this.refuse(res, new SimParameterError(`${param ?? 'body'}: ${issue?.message ?? 'invalid'}`, param));
+    }
+    const request = parsed.data;
+    const streamOptions = request.stream_options as { include_usage?: boolean | null; continuous_usage_stats?: unknown } | null | undefined;
+    if (streamOptions && !request.stream) {
+      return this.refuse(res, new SimParameterError('Stream options can only be defined when `stream=True`.', 'stream_options'));
+    }
+    const controller = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort();
+    });
+    try {
+      if (!request.stream) {
+        const completion = await this.simulator.complete(request, controller.signal);
+        this.sendJson(res, 200, completion);
+      } else {
+        const options = { includeUsage: streamOptions?.include_usage === true, continuousUsage: streamOptions?.continuous_usage_stats === true };
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+        for await (const batch of this.simulator.stream(request, controller.signal, options)) {
+          let text = '';
+          for (const chunk of batch) text += `data: ${JSON.stringify(chunk)}\n\n`;
+          if (!res.write(text)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+          if (controller.signal.aborted) throw new EngineAbortedError(null);
+        }
+        res.end('data: [DONE]\n\n');
+      }
+      this.stats.completed++;
+    } catch (err) {
+      if (err instanceof EngineAbortedError) {
+        this.stats.aborted++;
+        return;
+      }
+      if (err instanceof SimParameterError) return this.refuse(res, err);
+      throw err;
+    }
+  }
+
+  private refuse(res: ServerResponse, err: SimParameterError): void {
+    const { contentType, body } = renderSimError(err, this.options.error_style);
+    res.writeHead(400, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  }
+
+  private sendJson(res: ServerResponse, status: number, value: unknown): void {
+    const body = JSON.stringify(value);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  }
+}
+
+/** Reads a request body as text; null when it exceeds the limit. */
+async function readBody(req: IncomingMessage): Promise<string | null> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const part of req) {
+    size += (part as Buffer).length;
+    if (size > MAX_BODY_BYTES) return null;
+    parts.push(part as Buffer);
+  }
+  return parts.length === 1 ? (parts[0] as Buffer).toString('utf8') : Buffer.concat(parts).toString('utf8');
+}
