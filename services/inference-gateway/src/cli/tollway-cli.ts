@@ -1,0 +1,149 @@
+// commander 15 is an ES module: its types are imported as such, the code with `import()`.
+import type { Command } from 'commander' with { 'resolution-mode': 'import' };
+import { AccountError, redactApiKey, type AccountStore, type ApiKeyInfo } from '@tollway/accounts';
+
+/** Where the CLI writes: stdout for results (JSON), stderr for problems. */
+export interface CliOutput {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+/** Thrown for a command that cannot be carried out (unknown organization…); exit code 1. */
+export class CliError extends Error {}
+
+type Commander = typeof import('commander', { with: { 'resolution-mode': 'import' } });
+
+function keyView(key: ApiKeyInfo) {
+  return { ...key, redacted: redactApiKey(key.last4) };
+}
+
+/**
+ * The operator CLI over the account store: `orgs create|list|get|update|delete`,
+ * `keys create|list|revoke`, `usage <org>`. Results are printed as JSON.
+ */
+export async function buildCli(store: AccountStore, output: CliOutput): Promise<Command> {
+  const commander: Commander = await import('commander');
+  const integer = (value: string): number => {
+    const n = Number(value);
+    if (!Number.isSafeInteger(n) || n < 0) throw new commander.InvalidArgumentError('must be a whole number ≥ 0');
+    return n;
+  };
+  const amount = (value: string): number => {
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new commander.InvalidArgumentError('must be a number');
+    return n;
+  };
+  const print = (value: unknown) => output.out(`${JSON.stringify(value, null, 2)}\n`);
+  const program = new commander.Command('tollway')
+    .description('Manage Tollway organizations, API keys and usage (reads REDIS_URL and REDIS_PREFIX).')
+    .configureOutput({ writeOut: output.out, writeErr: output.err })
+    .exitOverride();
+
+  const orgs = program.command('orgs').description('Organizations');
+  orgs
+    .command('create')
+    .description('Create an organization')
+    .requiredOption('--name <name>', 'display name')
+    .option('--id <id>', 'organization id (default: generated)')
+    .option('--requests <n>', 'requests per minute', integer, 60)
+    .option('--input-tokens <n>', 'input tokens per minute', integer, 100_000)
+    .option('--output-tokens <n>', 'output tokens per minute', integer, 100_000)
+    .option('--credit <usd>', 'initial credit, USD', amount, 0)
+    .action(
+      async (opts: {
+        name: string;
+        id?: string;
+        requests: number;
+        inputTokens: number;
+        outputTokens: number;
+        credit: number;
+      }) => {
+        try {
+          print(
+            await store.createOrganization({
+              id: opts.id,
+              name: opts.name,
+              budgets: { requests: opts.requests, input_tokens: opts.inputTokens, output_tokens: opts.outputTokens },
+              credit: opts.credit,
+            }),
+          );
+        } catch (err) {
+          if (err instanceof AccountError) throw new CliError(err.message);
+          throw err;
+        }
+      },
+    );
+  orgs
+    .command('list')
+    .description('List organizations')
+    .action(async () => print(await store.listOrganizations()));
+  orgs
+    .command('get <org>')
+    .description('Show one organization')
+    .action(async (orgId: string) => print((await store.getOrganization(orgId)) ?? missingOrg(orgId)));
+  orgs
+    .command('update <org>')
+    .description('Change the name or budgets, or add credit')
+    .option('--name <name>', 'display name')
+    .option('--requests <n>', 'requests per minute', integer)
+    .option('--input-tokens <n>', 'input tokens per minute', integer)
+    .option('--output-tokens <n>', 'output tokens per minute', integer)
+    .option('--add-credit <usd>', 'credit to add, USD (negative to correct)', amount)
+    .action(
+      async (
+        orgId: string,
+        opts: { name?: string; requests?: number; inputTokens?: number; outputTokens?: number; addCredit?: number },
+      ) => {
+        const budgets = { requests: opts.requests, input_tokens: opts.inputTokens, output_tokens: opts.outputTokens };
+        const org = await store.updateOrganization(orgId, {
+          name: opts.name,
+          budgets: Object.fromEntries(Object.entries(budgets).filter(([, v]) => v !== undefined)),
+          creditTopUp: opts.addCredit,
+        });
+        print(org ?? missingOrg(orgId));
+      },
+    );
+  orgs
+    .command('delete <org>')
+    .description('Delete an organization and revoke its keys')
+    .action(async (orgId: string) => {
+      if (!(await store.deleteOrganization(orgId))) missingOrg(orgId);
+      print({ id: orgId, deleted: true });
+    });
+
+  const keys = program.command('keys').description('API keys');
+  keys
+    .command('create <org>')
+    .description('Create a key; it is printed once and never again')
+    .option('--name <name>', 'a label for the key')
+    .action(async (orgId: string, opts: { name?: string }) => {
+      const created = await store.createKey(orgId, opts.name);
+      print(created ? keyView(created) : missingOrg(orgId));
+    });
+  keys
+    .command('list <org>')
+    .description("List an organization's keys (redacted)")
+    .action(async (orgId: string) => print(((await store.listKeys(orgId)) ?? missingOrg(orgId)).map(keyView)));
+  keys
+    .command('revoke <key-id>')
+    .description('Revoke a key; every gateway replica refuses it within a second')
+    .action(async (keyId: string) => {
+      const revoked = await store.revokeKey(keyId);
+      if (!revoked) throw new CliError(`No API key '${keyId}'.`);
+      print(keyView(revoked));
+    });
+
+  program
+    .command('usage <org>')
+    .description('Requests, tokens and spend per model and per minute')
+    .option('--minutes <n>', 'how many minutes back (1-120)', integer, 60)
+    .action(async (orgId: string, opts: { minutes: number }) => {
+      if (opts.minutes < 1 || opts.minutes > 120) throw new CliError('--minutes must be between 1 and 120.');
+      print((await store.getUsage(orgId, opts.minutes)) ?? missingOrg(orgId));
+    });
+  return program;
+}
+
+function missingOrg(orgId: string): never {
+  throw new CliError(`No organization '${orgId}'.`);
+}
