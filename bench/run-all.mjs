@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `pnpm bench`: runs every bench/*.mjs script except this one, one after another (benchmarks
 // sharing two cores would measure each other), and prints their output as it comes. Arguments
-// are name filters: `pnpm bench gateway` runs only the scripts whose file name contains "gateway".
+// are name filters (`pnpm bench gateway` runs only the scripts whose file name contains "gateway")
+// and options, passed on to every script with their values (`pnpm bench --dist --seconds 10`).
 // Exits non-zero when any script fails, after running the rest.
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
@@ -10,7 +11,10 @@ import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const self = basename(fileURLToPath(import.meta.url));
-const filters = process.argv.slice(2);
+const args = process.argv.slice(2).filter((arg) => arg !== '--');
+const optionAt = args.findIndex((arg) => arg.startsWith('--'));
+const filters = optionAt === -1 ? args : args.slice(0, optionAt);
+const options = optionAt === -1 ? [] : args.slice(optionAt);
 
 const scripts = readdirSync(here)
   .filter((name) => name.endsWith('.mjs') && name !== self)
@@ -26,7 +30,10 @@ function run(script) {
   return new Promise((resolve) => {
     const started = Date.now();
     console.log(`\n=== ${script} ===`);
-    const child = spawn(process.execPath, [join(here, script)], { cwd: join(here, '..'), stdio: 'inherit' });
+    const child = spawn(process.execPath, [join(here, script), ...options], {
+      cwd: join(here, '..'),
+      stdio: 'inherit',
+    });
     child.on('error', (err) => resolve({ script, ok: false, detail: err.message, ms: Date.now() - started }));
     child.on('exit', (code, signal) =>
       resolve({ script, ok: code === 0, detail: signal ?? `exit ${code}`, ms: Date.now() - started }),
