@@ -156,15 +156,22 @@ export class OpenAICompatibleEngine implements Engine {
     try {
       for await (const bytes of body) {
         const batch: ChatCompletionChunk[] = [];
+        let broken: unknown = null;
         for (const payload of parser.push(bytes as Buffer)) {
-          if (done) continue;
+          if (done || broken) continue;
           if (payload === '[DONE]') {
             done = true;
             continue;
           }
-          batch.push(this.parseChunk(payload));
+          try {
+            batch.push(this.parseChunk(payload));
+          } catch (err) {
+            broken = err;
+          }
         }
+        // Chunks that came before a broken event in the same read still reach the client first.
         if (batch.length > 0) yield batch;
+        if (broken) throw broken;
         if (done) break;
       }
       if (!done) {

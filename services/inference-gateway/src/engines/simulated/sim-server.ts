@@ -42,6 +42,11 @@ export class SimServer {
     this.server.keepAliveTimeout = 65_000;
   }
 
+  /** Generations running and queued right now. */
+  load(): { running: number; waiting: number } {
+    return this.simulator.load();
+  }
+
   /** Listens; resolves with the bound port. */
   async listen(port: number, host = '127.0.0.1'): Promise<number> {
     this.server.listen(port, host);

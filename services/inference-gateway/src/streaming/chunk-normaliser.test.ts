@@ -1,0 +1,55 @@
+import type { ChatCompletionChunk } from '@tollway/contracts';
+import { ChunkNormaliser } from './chunk-normaliser';
+
+const chunk = (choices: ChatCompletionChunk['choices'], usage?: ChatCompletionChunk['usage']): ChatCompletionChunk => ({
+  id: 'c1',
+  object: 'chat.completion.chunk',
+  created: 1,
+  model: 'engine-name',
+  choices,
+  ...(usage === undefined ? {} : { usage }),
+});
+
+describe('ChunkNormaliser', () => {
+  it('splits a first chunk that carries role, content and finish into a role chunk and the rest', () => {
+    const normaliser = new ChunkNormaliser('a/b', 10);
+    const out: ChatCompletionChunk[] = [];
+    normaliser.accept(chunk([{ index: 0, delta: { role: 'assistant', content: 'Hi' }, finish_reason: 'stop' }], { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 }), out);
+    normaliser.finish(out);
+    expect(out).toHaveLength(3);
+    expect(out[0]).toEqual({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'a/b', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
+    expect(out[1]?.choices[0]?.delta).toEqual({ content: 'Hi' });
+    expect('usage' in (out[1] as object)).toBe(false);
+    expect(out[2]).toMatchObject({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } });
+  });
+
+  it('holds engine usage chunks back and sends only the last at the end', () => {
+    const normaliser = new ChunkNormaliser('a/b', 10);
+    const out: ChatCompletionChunk[] = [];
+    normaliser.accept(chunk([{ index: 0, delta: { role: 'assistant', content: '' } }], { prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 }), out);
+    normaliser.accept(chunk([], { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 }), out);
+    normaliser.accept(chunk([{ index: 0, delta: { content: 'x' } }]), out);
+    normaliser.accept(chunk([], { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 }), out);
+    normaliser.finish(out);
+    expect(out.map((c) => c.choices.length)).toEqual([1, 1, 0]);
+    expect('usage' in (out[0] as object)).toBe(false);
+    expect(out[1]?.usage).toEqual({ prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 });
+    expect(out[2]?.usage).toEqual({ prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 });
+    expect(normaliser.settledUsage()).toEqual({ prompt_tokens: 5, completion_tokens: 2 });
+  });
+
+  it('settles with the tokenizer count of relayed text when the engine never reports usage', () => {
+    const normaliser = new ChunkNormaliser('a/b', 12);
+    const out: ChatCompletionChunk[] = [];
+    normaliser.accept(chunk([{ index: 0, delta: { content: 'Hello world, how are you' } }]), out);
+    expect(normaliser.settledUsage()).toEqual({ prompt_tokens: 12, completion_tokens: 6 });
+  });
+
+  it('opens with a role chunk even when the engine sent no choice at all', () => {
+    const normaliser = new ChunkNormaliser('a/b', 3);
+    const out: ChatCompletionChunk[] = [];
+    normaliser.finish(out);
+    expect(out[0]?.choices[0]?.delta.role).toBe('assistant');
+    expect(out[1]).toMatchObject({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 0, total_tokens: 3 } });
+  });
+});

@@ -1,0 +1,211 @@
+import { createServer } from 'node:net';
+import type { SimServer } from '../src/engines/simulated/sim-server';
+import { FakeEngine } from './helpers/fake-engine';
+import { catalogModels, httpModel, RecordingAdmission, ssePayloads, startGateway, startSim, TEST_KEY, type GatewayHarness } from './helpers/gateway-harness';
+
+/** A port nothing listens on (bound, then released). */
+async function deadPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+async function until(check: () => boolean, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+// The OpenAI-compatible engine path: passthrough of engine errors, retries, timeouts, aborts.
+describe('gateway in front of HTTP engines', () => {
+  const fake = new FakeEngine();
+  let slowSim: SimServer;
+  let fastSim: SimServer;
+  let gateway: GatewayHarness;
+  const admission = new RecordingAdmission();
+  const fakeModel = (upstream: string) => ({ ...httpModel(`fake/${upstream}`, [fake.baseUrl]), engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: upstream }] } });
+  const chat = (body: Record<string, unknown>, signal?: AbortSignal) =>
+    fetch(`${gateway.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], ...body }),
+      signal,
+    });
+
+  beforeAll(async () => {
+    await fake.start();
+    const slow = await startSim({ time_to_first_token_ms: 5, time_per_output_token_ms: 20, default_max_tokens: 400 });
+    const fast = await startSim();
+    slowSim = slow.sim;
+    fastSim = fast.sim;
+    const dead = `http://127.0.0.1:${await deadPort()}/v1`;
+    gateway = await startGateway(
+      catalogModels([
+        ...['flat', 'text', 'nested', 'record', 'hang', 'cut-stream', 'error-first-stream', 'error-mid-stream'].map(fakeModel),
+        httpModel('sim/slow', [slow.baseUrl]),
+        httpModel('sim/dead-first', [dead, fast.baseUrl]),
+        {
+          ...httpModel('sim/503-first', []),
+          engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: 'always-503' }, { base_url: fast.baseUrl }] },
+        },
+        httpModel('sim/all-dead', [dead]),
+      ]),
+      { admission, env: { UPSTREAM_TIMEOUT_MS: '400' } },
+    );
+  });
+
+  afterAll(async () => {
+    await gateway.close();
+    await fake.close();
+    await slowSim.close();
+    await fastSim.close();
+  });
+
+  describe('engine errors pass through with the engine status', () => {
+    it('flat JSON unchanged', async () => {
+      const res = await chat({ model: 'fake/flat' });
+      expect(res.status).toBe(400);
+      expect(await res.text()).toBe('{"object":"error","message":"bad thing","type":"BadRequestError","param":"temperature","code":400}');
+    });
+
+    it('text/plain unchanged, prefix and all', async () => {
+      const res = await chat({ model: 'fake/text' });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+      expect(await res.text()).toBe('Inference error: top_k must be at least -1');
+    });
+
+    it('nested vLLM shape normalised into the flat shape', async () => {
+      const res = await chat({ model: 'fake/nested' });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({ object: 'error', message: 'nested bad', type: 'BadRequestError', param: 'top_k', code: 400 });
+    });
+
+    it('an error event before any chunk becomes a real status, not a 200 stream', async () => {
+      const res = await chat({ model: 'fake/error-first-stream', stream: true });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({ object: 'error', message: 'prompt too long', type: 'BadRequestError', param: 'messages', code: 400 });
+    });
+
+    it('releases the admission of a refused request instead of charging it', async () => {
+      const before = admission.tickets.length;
+      await (await chat({ model: 'fake/flat' })).text();
+      await admission.allClosed();
+      expect(admission.tickets[before]).toMatchObject({ released: 1, settled: [] });
+    });
+  });
+
+  describe('what is forwarded', () => {
+    it('only the spec fields, with the engine model name; streams always ask for usage', async () => {
+      await (await chat({ model: 'fake/record', temperature: 0.5, metadata: { a: 1 }, store: true, stream_options: { include_usage: false } })).json();
+      const plain = fake.requests.at(-1);
+      expect(plain?.body).toEqual({ model: 'record', messages: [{ role: 'user', content: 'hi' }], temperature: 0.5 });
+      await (await chat({ model: 'fake/record', stream: true, service_tier: 'x' })).text();
+      const streamed = fake.requests.at(-1);
+      expect(streamed?.body).toEqual({
+        model: 'record',
+        messages: [{ role: 'user', content: 'hi' }],
+        stream: true,
+        stream_options: { include_usage: true, continuous_usage_stats: true },
+      });
+    });
+
+    it('answers with the catalog id even when the engine names the model differently', async () => {
+      const res = await chat({ model: 'fake/record' });
+      expect(((await res.json()) as { model: string }).model).toBe('fake/record');
+    });
+  });
+
+  describe('broken streams', () => {
+    it('a stream cut after the 200 ends with an error event and no [DONE], and is charged what was relayed', async () => {
+      const before = admission.tickets.length;
+      const res = await chat({ model: 'fake/cut-stream', stream: true });
+      expect(res.status).toBe(200);
+      const payloads = ssePayloads(await res.text());
+      expect(payloads).not.toContain('[DONE]');
+      const last = JSON.parse(payloads.at(-1) as string) as { error: { message: string; type: string } };
+      expect(last.error.type).toBe('server_error');
+      await admission.allClosed();
+      const settled = admission.tickets[before]?.settled ?? [];
+      expect(settled).toHaveLength(1);
+      expect(settled[0]?.completion_tokens).toBeGreaterThanOrEqual(2);
+    });
+
+    it('an engine error event mid-stream is relayed as an error event, no [DONE]', async () => {
+      const res = await chat({ model: 'fake/error-mid-stream', stream: true });
+      const payloads = ssePayloads(await res.text());
+      expect(payloads).not.toContain('[DONE]');
+      expect(JSON.parse(payloads.at(-1) as string)).toEqual({
+        error: { message: 'engine ran out of memory', type: 'server_error', param: null, code: 'engine_stream_error' },
+      });
+    });
+  });
+
+  describe('replicas', () => {
+    it('retries a connect error on another replica', async () => {
+      for (let i = 0; i < 6; i++) {
+        const res = await chat({ model: 'sim/dead-first', max_tokens: 3 });
+        expect(res.status).toBe(200);
+        await res.json();
+      }
+    });
+
+    it('retries a 5xx before the first byte on another replica', async () => {
+      const before = fake.requests.filter((r) => r.model === 'always-503').length;
+      for (let i = 0; i < 4; i++) {
+        const res = await chat({ model: 'sim/503-first', max_tokens: 3 });
+        expect(res.status).toBe(200);
+        await res.json();
+      }
+      expect(fake.requests.filter((r) => r.model === 'always-503').length).toBeGreaterThan(before);
+    });
+
+    it('502 when no replica can be reached', async () => {
+      const res = await chat({ model: 'sim/all-dead' });
+      expect(res.status).toBe(502);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('engine_unavailable');
+    });
+
+    it('504 with a clear error when the engine does not answer within the upstream timeout', async () => {
+      const res = await chat({ model: 'fake/hang' });
+      expect(res.status).toBe(504);
+      const body = (await res.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe('upstream_timeout');
+      expect(body.error.message).toContain('400 ms');
+    });
+  });
+
+  describe('client disconnects abort the engine at once', () => {
+    it('streamed: the engine sees the abort and the partial usage is settled', async () => {
+      const before = admission.tickets.length;
+      const abortedBefore = slowSim.stats.aborted;
+      const controller = new AbortController();
+      const res = await chat({ model: 'sim/slow', stream: true, max_tokens: 400 }, controller.signal);
+      const reader = res.body!.getReader();
+      let text = '';
+      while (ssePayloads(text).length < 4) text += new TextDecoder().decode((await reader.read()).value);
+      controller.abort();
+      await until(() => slowSim.stats.aborted > abortedBefore);
+      await admission.allClosed();
+      const settled = admission.tickets[before]?.settled ?? [];
+      expect(settled).toHaveLength(1);
+      expect(settled[0]?.completion_tokens).toBeGreaterThan(0);
+      expect(settled[0]?.completion_tokens).toBeLessThan(400);
+    });
+
+    it('non-streamed: the engine sees the abort too', async () => {
+      const abortedBefore = slowSim.stats.aborted;
+      const controller = new AbortController();
+      const pending = chat({ model: 'sim/slow', max_tokens: 400 }, controller.signal).catch((e: unknown) => e);
+      await until(() => slowSim.load().running > 0);
+      controller.abort();
+      await pending;
+      await until(() => slowSim.stats.aborted > abortedBefore);
+      expect(slowSim.load().running).toBe(0);
+    });
+  });
+});

@@ -1,0 +1,122 @@
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** What the fake engine received. */
+export interface FakeRequest {
+  model: string;
+  body: Record<string, unknown>;
+  /** Set once the gateway closed the connection before the fake finished answering. */
+  aborted: boolean;
+}
+
+/**
+ * A small real HTTP engine whose behaviour is chosen by the request's `model` (so one server
+ * plays many catalog entries): engine error styles, broken and odd streams, hangs, 5xx.
+ */
+export class FakeEngine {
+  readonly requests: FakeRequest[] = [];
+  private server: Server | null = null;
+  baseUrl = '';
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => void this.handle(req, res));
+    this.server.listen(0, '127.0.0.1');
+    await once(this.server, 'listening');
+    this.baseUrl = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/v1`;
+  }
+
+  async close(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let text = '';
+    for await (const part of req) text += String(part);
+    if (req.method === 'GET') return json(res, 200, { object: 'list', data: [] });
+    const body = JSON.parse(text) as Record<string, unknown>;
+    const record: FakeRequest = { model: String(body.model), body, aborted: false };
+    this.requests.push(record);
+    res.on('close', () => {
+      if (!res.writableFinished) record.aborted = true;
+    });
+    const chunk = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      `data: ${JSON.stringify({ id: 'fake-1', object: 'chat.completion.chunk', created: 1, model: record.model, choices: [{ index: 0, delta, finish_reason: null, ...extra }] })}\n\n`;
+    switch (record.model) {
+      case 'flat':
+        return raw(res, 400, 'application/json', '{"object":"error","message":"bad thing","type":"BadRequestError","param":"temperature","code":400}');
+      case 'text':
+        return raw(res, 400, 'text/plain; charset=utf-8', 'Inference error: top_k must be at least -1');
+      case 'nested':
+        return json(res, 400, { error: { message: 'nested bad', type: 'BadRequestError', param: 'top_k', code: 400 } });
+      case 'always-503':
+        return json(res, 503, { object: 'error', message: 'overloaded', type: 'ServiceUnavailable', param: null, code: 503 });
+      case 'hang':
+        return; // never answers
+      case 'record':
+        if (body.stream) {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(chunk({ role: 'assistant', content: '' }));
+          res.write(chunk({ content: 'ok' }, { finish_reason: 'stop' }));
+          return void res.end('data: [DONE]\n\n');
+        }
+        return json(res, 200, completion(record.model));
+      case 'odd-stream':
+        // No role chunk, no usage anywhere, content and finish in one chunk.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ content: 'Hello' }));
+        res.write(chunk({ content: ' there' }));
+        res.write(chunk({ content: ' friend' }, { finish_reason: 'stop' }));
+        return void res.end('data: [DONE]\n\n');
+      case 'cut-stream':
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ role: 'assistant', content: '' }));
+        res.write(chunk({ content: 'Hello' }));
+        res.write(chunk({ content: ' there' }));
+        setTimeout(() => res.destroy(), 30);
+        return;
+      case 'error-first-stream':
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        return void res.end('data: {"error":{"message":"prompt too long","type":"BadRequestError","param":"messages","code":400}}\n\n');
+      case 'error-mid-stream':
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ role: 'assistant', content: '' }));
+        res.write(chunk({ content: 'Hel' }));
+        return void res.end('data: {"error":{"message":"engine ran out of memory","type":"InternalServerError","code":500}}\n\n');
+      case 'slow-stream': {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ role: 'assistant', content: '' }));
+        const timer = setInterval(() => res.write(chunk({ content: ' word' })), 10);
+        res.on('close', () => clearInterval(timer));
+        return;
+      }
+      default:
+        return json(res, 404, { object: 'error', message: `no model ${record.model}`, type: 'NotFoundError', param: null, code: 404 });
+    }
+  }
+}
+
+function completion(model: string): Record<string, unknown> {
+  return {
+    id: 'fake-1',
+    object: 'chat.completion',
+    created: 1,
+    model,
+    choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, logprobs: null, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
+  };
+}
+
+function json(res: ServerResponse, status: number, value: unknown): void {
+  raw(res, status, 'application/json', JSON.stringify(value));
+}
+
+function raw(res: ServerResponse, status: number, contentType: string, body: string): void {
+  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}

@@ -1,0 +1,142 @@
+import type { SimServer } from '../src/engines/simulated/sim-server';
+import { FakeEngine } from './helpers/fake-engine';
+import { catalogModels, httpModel, RecordingAdmission, startGateway, startSim, TEST_KEY, type GatewayHarness } from './helpers/gateway-harness';
+
+interface Chunk {
+  object: string;
+  choices: Array<{ index: number; delta: Record<string, unknown>; finish_reason?: string | null }>;
+  usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
+}
+
+/** Asserts the spec's six Events rules on a raw SSE body; returns the parsed chunks. */
+function expectSixRules(raw: string): Chunk[] {
+  // Rule 1: every frame is a `data:` line; rule 6: the last is the literal [DONE].
+  const frames = raw.split('\n\n').filter((frame) => frame.length > 0);
+  for (const frame of frames) expect(frame.startsWith('data: ')).toBe(true);
+  expect(frames.at(-1)).toBe('data: [DONE]');
+  expect(raw.endsWith('data: [DONE]\n\n')).toBe(true);
+  const chunks = frames.slice(0, -1).map((frame) => JSON.parse(frame.slice(6)) as Chunk);
+  for (const chunk of chunks) expect(chunk.object).toBe('chat.completion.chunk');
+  // Rule 2: the first chunk opens with the role and has no usage.
+  const first = chunks[0] as Chunk;
+  expect(first.choices[0]?.delta.role).toBe('assistant');
+  expect('usage' in first).toBe(false);
+  // Rule 5: the last JSON chunk has empty choices and the totals.
+  const last = chunks.at(-1) as Chunk;
+  expect(last.choices).toEqual([]);
+  expect(last.usage?.total_tokens).toBe((last.usage?.prompt_tokens ?? NaN) + (last.usage?.completion_tokens ?? NaN));
+  for (const chunk of chunks.slice(1, -1)) {
+    expect(chunk.choices.length).toBeGreaterThan(0);
+    if (chunk.choices.some((choice) => choice.finish_reason)) {
+      // Rule 3: the chunk carrying finish_reason has no usage.
+      expect('usage' in chunk).toBe(false);
+    } else {
+      // Rule 4: every other chunk carries usage.
+      expect(chunk.usage).toEqual({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) });
+    }
+  }
+  return chunks;
+}
+
+describe('SSE output follows the six Events rules whatever the engine sends', () => {
+  const fake = new FakeEngine();
+  let sim: SimServer;
+  let reasoner: SimServer;
+  let gateway: GatewayHarness;
+  const admission = new RecordingAdmission();
+  const stream = async (body: Record<string, unknown>) => {
+    const res = await fetch(`${gateway.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'Tell me a story.' }], stream: true, ...body }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    return { res, raw: await res.text() };
+  };
+
+  beforeAll(async () => {
+    await fake.start();
+    const plain = await startSim({ time_to_first_token_ms: 1, time_per_output_token_ms: 1 });
+    const thinking = await startSim({ reasoning: true });
+    sim = plain.sim;
+    reasoner = thinking.sim;
+    gateway = await startGateway(
+      catalogModels([
+        httpModel('sim/chat', [plain.baseUrl]),
+        httpModel('sim/reasoner', [thinking.baseUrl]),
+        { ...httpModel('fake/odd', []), engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: 'odd-stream' }] } },
+        {
+          ...httpModel('fake/no-continuous', []),
+          engine: { kind: 'openai-compatible', continuous_usage_stats: false, replicas: [{ base_url: plain.baseUrl }] },
+        },
+        { id: 'local/instant', owned_by: 'test', created: 1, price_per_million: { input: 1, output: 1 }, engine: { kind: 'simulated', time_to_first_token_ms: 0, time_per_output_token_ms: 0 } },
+      ]),
+      { admission },
+    );
+  });
+
+  afterAll(async () => {
+    await gateway.close();
+    await fake.close();
+    await sim.close();
+    await reasoner.close();
+  });
+
+  it.each([
+    ['with include_usage', { stream_options: { include_usage: true } }],
+    ['without include_usage (usage chunks are sent regardless)', {}],
+    ['with include_usage false', { stream_options: { include_usage: false } }],
+  ])('simulated engine over HTTP, %s', async (_name, extra) => {
+    const { raw, res } = await stream({ model: 'sim/chat', max_tokens: 12, ...extra });
+    const chunks = expectSixRules(raw);
+    expect(chunks.at(-1)?.usage?.completion_tokens).toBe(12);
+    expect(res.headers.get('x-ratelimit-limit-requests')).toBe('100');
+  });
+
+  it('n=2: each choice opens and finishes, usage totals cover both', async () => {
+    const chunks = expectSixRules((await stream({ model: 'sim/chat', n: 2, max_tokens: 5 })).raw);
+    const finishes = chunks.flatMap((chunk) => chunk.choices.filter((choice) => choice.finish_reason).map((choice) => choice.index));
+    expect(finishes.sort()).toEqual([0, 1]);
+    expect(chunks.at(-1)?.usage?.completion_tokens).toBe(10);
+  });
+
+  it('reasoning model: reasoning_content deltas before content', async () => {
+    const chunks = expectSixRules((await stream({ model: 'sim/reasoner' })).raw);
+    const kinds = chunks.flatMap((chunk) => chunk.choices.map((choice) => (choice.delta.reasoning_content ? 'r' : choice.delta.content ? 'c' : '')));
+    const joined = kinds.join('');
+    expect(joined).toMatch(/^r+c+$/);
+  });
+
+  it('tool call stream ends with finish_reason tool_calls', async () => {
+    const chunks = expectSixRules(
+      (
+        await stream({
+          model: 'sim/chat',
+          tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }],
+          tool_choice: 'required',
+        })
+      ).raw,
+    );
+    expect(chunks.some((chunk) => chunk.choices.some((choice) => choice.finish_reason === 'tool_calls'))).toBe(true);
+  });
+
+  it('an engine without role chunk or any usage: role chunk and running usage are added, totals counted', async () => {
+    const before = admission.tickets.length;
+    const chunks = expectSixRules((await stream({ model: 'fake/odd' })).raw);
+    const text = chunks.flatMap((chunk) => chunk.choices.map((choice) => choice.delta.content ?? '')).join('');
+    expect(text).toBe('Hello there friend');
+    expect(chunks.at(-1)?.usage?.completion_tokens).toBe(3);
+    await admission.allClosed();
+    expect(admission.tickets[before]?.settled).toEqual([{ prompt_tokens: expect.any(Number), completion_tokens: 3 }]);
+  });
+
+  it('an engine asked only for include_usage (no per-chunk usage) still gives usage on every chunk', async () => {
+    const chunks = expectSixRules((await stream({ model: 'fake/no-continuous', max_tokens: 6 })).raw);
+    expect(chunks.at(-1)?.usage?.completion_tokens).toBe(6);
+  });
+
+  it('the in-process simulated engine follows the same rules', async () => {
+    expectSixRules((await stream({ model: 'local/instant', max_tokens: 4 })).raw);
+  });
+});
