@@ -1,0 +1,206 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { Agent, request } from 'undici';
+import { createAccountStore, deleteKeysWithPrefix } from '@tollway/accounts';
+import { modelLeaseKey } from '../../src/admission/redis-admission';
+import { startGatewayProcess, writeCatalog, type GatewayProcess } from './gateway-process';
+
+/**
+ * Two real gateway processes on one Redis: limits hold across replicas, revocation reaches the
+ * other replica within a second, and a SIGKILLed replica's capacity lease expires.
+ */
+const prefix = `test-${randomUUID()}:`;
+const redis = new Redis('redis://127.0.0.1:6379');
+const store = createAccountStore({ redis, prefix });
+const ADMIN_TOKEN = 'replicas-admin-token';
+const LEASE_MS = 1000;
+const simulated = (extra: Record<string, unknown>) => ({
+  kind: 'simulated',
+  time_to_first_token_ms: 0,
+  time_per_output_token_ms: 0,
+  ...extra,
+});
+const catalog = writeCatalog([
+  { id: 'test/fast', owned_by: 'test', created: 1, price_per_million: { input: 1, output: 1 }, engine: simulated({}) },
+  // A hundred slots and long streams (100 tokens × 100 ms).
+  {
+    id: 'test/held',
+    owned_by: 'test',
+    created: 1,
+    capacity: 100,
+    price_per_million: { input: 1, output: 1 },
+    engine: simulated({ time_per_output_token_ms: 100, max_concurrency: 512 }),
+  },
+  // One slot, long streams (100 tokens × 100 ms): for the crashed-replica test.
+  {
+    id: 'test/single',
+    owned_by: 'test',
+    created: 1,
+    capacity: 1,
+    price_per_million: { input: 1, output: 1 },
+    engine: simulated({ time_per_output_token_ms: 100 }),
+  },
+]);
+const agent = new Agent({ connections: 400, pipelining: 1 });
+let a: GatewayProcess;
+let b: GatewayProcess;
+
+beforeAll(async () => {
+  const env = {
+    REDIS_PREFIX: prefix,
+    CATALOG_PATH: catalog.file,
+    ADMIN_TOKEN,
+    // Far longer than the 1 s revocation bound: only pub/sub can make the test pass.
+    AUTH_CACHE_TTL_MS: '60000',
+    CAPACITY_LEASE_MS: String(LEASE_MS),
+    LOG_LEVEL: 'warn',
+  };
+  [a, b] = await Promise.all([
+    startGatewayProcess({ ...env, LOG_LEVEL: 'info' }),
+    startGatewayProcess({ ...env, LOG_LEVEL: 'info' }),
+  ]);
+}, 40_000);
+
+afterAll(async () => {
+  await Promise.all([a?.stop(), b?.stop()]);
+  await agent.close();
+  catalog.remove();
+  await deleteKeysWithPrefix(redis, prefix);
+  redis.disconnect();
+});
+
+async function orgWithKey(budgets: { requests: number; input_tokens: number; output_tokens: number }) {
+  const org = await store.createOrganization({ name: 'replicas', budgets, credit: 1000 });
+  const key = await store.createKey(org.id);
+  return { org, key: key!.key, keyId: key!.id };
+}
+
+async function chat(base: string, key: string, body: Record<string, unknown>, signal?: AbortSignal) {
+  const res = await request(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    dispatcher: agent,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, ...body }),
+    signal,
+  });
+  const text = body.stream && res.statusCode === 200 ? '' : await res.body.text();
+  return { status: res.statusCode, headers: res.headers, body: text ? JSON.parse(text) : null, stream: res.body };
+}
+
+describe('two gateway replicas on one Redis', () => {
+  it('admit exactly the request budget out of 300 concurrent requests', async () => {
+    const { org, key } = await orgWithKey({ requests: 100, input_tokens: 1_000_000, output_tokens: 1_000_000 });
+    // The bucket refills continuously (one request per 600 ms at 100/min) and the replicas use the
+    // wall clock, so pin it: a full bucket stamped a minute ahead is not refilled until then (the
+    // same rule that keeps a replica with a lagging clock from refilling twice).
+    await redis.hset(store.keys.buckets(org.id), { requests: 100, 'requests:ts': Date.now() + 60_000 });
+    const results = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => chat((i % 2 ? a : b).baseUrl, key, { model: 'test/fast' })),
+    );
+    const statuses = results.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200).length).toBe(100);
+    expect(statuses.filter((s) => s === 429).length).toBe(200);
+    const refused = results.find((r) => r.status === 429)!;
+    expect(refused.body.error).toMatchObject({ code: 'rate_limit_exceeded', type: 'requests' });
+    expect(refused.headers['x-should-retry']).toBe('true');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+  });
+
+  it('admit exactly the model capacity out of 300 concurrent requests', async () => {
+    const { key } = await orgWithKey({ requests: 10_000, input_tokens: 10_000_000, output_tokens: 10_000_000 });
+    // Streams of 100 tokens × 100 ms: every admitted request holds its lease until the client lets go.
+    const clients = Array.from({ length: 300 }, () => new AbortController());
+    const results = await Promise.all(
+      clients.map((client, i) =>
+        chat((i % 2 ? a : b).baseUrl, key, { model: 'test/held', stream: true, max_tokens: 100 }, client.signal),
+      ),
+    );
+    const statuses = results.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200).length).toBe(100);
+    expect(statuses.filter((s) => s === 429).length).toBe(200);
+    expect(await redis.zcard(modelLeaseKey(prefix, 'test/held'))).toBe(100);
+    const refused = results.find((r) => r.status === 429)!;
+    expect(refused.body.error.code).toBe('provider_overloaded');
+    expect(refused.headers['retry-after']).toMatch(/^\d+$/);
+    expect(refused.headers['retry-after-ms']).toMatch(/^\d+$/);
+    expect(refused.headers['x-should-retry']).toBe('true');
+
+    // Clients leaving free their leases (and are charged what the engine had produced).
+    for (const r of results) r.stream.on('error', () => undefined);
+    for (const client of clients) client.abort();
+    const deadline = Date.now() + 3000;
+    while ((await redis.zcard(modelLeaseKey(prefix, 'test/held'))) > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(await redis.zcard(modelLeaseKey(prefix, 'test/held'))).toBe(0);
+  });
+
+  it('sees a key revoked through one replica on the other within a second', async () => {
+    const { org, key, keyId } = await orgWithKey({
+      requests: 10_000,
+      input_tokens: 1_000_000,
+      output_tokens: 1_000_000,
+    });
+    const models = (g: GatewayProcess) =>
+      request(`${g.baseUrl}/v1/models`, { dispatcher: agent, headers: { authorization: `Bearer ${key}` } }).then(
+        async (r) => {
+          await r.body.dump();
+          return r.statusCode;
+        },
+      );
+    expect(await models(a)).toBe(200);
+    expect(await models(b)).toBe(200); // now cached in b for up to AUTH_CACHE_TTL_MS = 60 s
+    const revoke = await request(`${a.baseUrl}/admin/v1/organizations/${org.id}/keys/${keyId}`, {
+      method: 'DELETE',
+      dispatcher: agent,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    await revoke.body.dump();
+    expect(revoke.statusCode).toBe(200);
+    const revokedAt = Date.now();
+    let status = 200;
+    while (status === 200 && Date.now() - revokedAt < 1000) {
+      status = await models(b);
+      if (status === 200) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(status).toBe(401);
+    expect(Date.now() - revokedAt).toBeLessThan(1000);
+    expect((await chat(a.baseUrl, key, { model: 'test/fast' })).status).toBe(401);
+  });
+
+  it("does not keep a SIGKILLed replica's capacity lease past the lease time", async () => {
+    const { key } = await orgWithKey({ requests: 10_000, input_tokens: 1_000_000, output_tokens: 1_000_000 });
+    const victim = await startGatewayProcess({
+      REDIS_PREFIX: prefix,
+      CATALOG_PATH: catalog.file,
+      CAPACITY_LEASE_MS: String(LEASE_MS),
+    });
+    const inFlight = new AbortController();
+    const held = await chat(
+      victim.baseUrl,
+      key,
+      { model: 'test/single', stream: true, max_tokens: 100 },
+      inFlight.signal,
+    );
+    expect(held.status).toBe(200);
+    held.stream.on('error', () => undefined);
+    // The victim renews its lease while the stream runs: still held after two lease times.
+    await new Promise((resolve) => setTimeout(resolve, 2 * LEASE_MS));
+    expect((await chat(b.baseUrl, key, { model: 'test/single' })).body.error.code).toBe('provider_overloaded');
+
+    await victim.kill();
+    const killedAt = Date.now();
+    inFlight.abort();
+    let status = 429;
+    while (status === 429 && Date.now() - killedAt < 3 * LEASE_MS) {
+      const attempt = new AbortController();
+      const res = await chat(b.baseUrl, key, { model: 'test/single', stream: true, max_tokens: 100 }, attempt.signal);
+      status = res.status;
+      res.stream.on('error', () => undefined);
+      attempt.abort();
+      if (status === 429) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(status).toBe(200);
+    expect(Date.now() - killedAt).toBeLessThanOrEqual(LEASE_MS + 200);
+  });
+});
