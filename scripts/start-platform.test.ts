@@ -1,0 +1,169 @@
+/**
+ * The quickstart end to end: `scripts/start-platform.mjs --dev` starts the gateway and the session
+ * API (with its embedded worker) from sources on free ports, under a Redis prefix of its own.
+ * The key it prints must work on both services, a turn must run through the worker and the
+ * gateway, and Ctrl-C must stop everything.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+const SCRIPT = join(__dirname, 'start-platform.mjs');
+const PREFIX = `test-${randomUUID()}:`;
+const stateDir = mkdtempSync(join(tmpdir(), 'tollway-start-'));
+const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 2 });
+
+interface Platform {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server: Server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function startPlatform(env: Record<string, string>): Platform {
+  const child = spawn(process.execPath, [SCRIPT, '--dev'], {
+    env: { ...process.env, REDIS_PREFIX: PREFIX, TOLLWAY_STATE_DIR: stateDir, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let text = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, output: () => text, exited };
+}
+
+async function waitFor(platform: Platform, pattern: RegExp, timeoutMs: number): Promise<RegExpExecArray> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const match = pattern.exec(platform.output());
+    if (match) return match;
+    if (platform.child.exitCode !== null) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`no ${pattern} in the output:\n${platform.output()}`);
+}
+
+async function stop(platform: Platform, signal: NodeJS.Signals = 'SIGINT'): Promise<number | null> {
+  if (platform.child.exitCode === null) platform.child.kill(signal);
+  return platform.exited;
+}
+
+async function deleteByPrefix(prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    if (keys.length) await redis.del(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+afterAll(async () => {
+  await deleteByPrefix(PREFIX);
+  await redis.quit();
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+describe('pnpm dev (scripts/start-platform.mjs --dev)', () => {
+  let platform: Platform;
+  let gateway = '';
+  let sessions = '';
+  let key = '';
+
+  beforeAll(async () => {
+    const [gatewayPort, sessionsPort] = [await freePort(), await freePort()];
+    gateway = `http://127.0.0.1:${gatewayPort}`;
+    sessions = `http://127.0.0.1:${sessionsPort}`;
+    platform = startPlatform({ GATEWAY_PORT: String(gatewayPort), SESSIONS_PORT: String(sessionsPort) });
+    key = (await waitFor(platform, /Dev API key\s+(tw-[A-Za-z0-9_-]{43})\b/, 60_000))[1]!;
+  }, 70_000);
+
+  afterAll(async () => {
+    await stop(platform);
+  });
+
+  it('keeps the printed key in the state dir, readable by its owner only', () => {
+    const file = join(stateDir, 'dev-key');
+    expect(readFileSync(file, 'utf8').trim()).toBe(key);
+    expect(statSync(file).mode & 0o077).toBe(0);
+    expect(platform.output()).toContain(`export OPENAI_BASE_URL=${gateway}/v1`);
+  });
+
+  it('serves chat completions with the dev key, and 401 without it', async () => {
+    const body = JSON.stringify({ model: 'tollway/sim-chat', messages: [{ role: 'user', content: 'Hello' }] });
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
+    const ok = await fetch(`${gateway}/v1/chat/completions`, { method: 'POST', body, headers });
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as { object: string }).object).toBe('chat.completion');
+    const refused = await fetch(`${gateway}/v1/models`);
+    expect(refused.status).toBe(401);
+  });
+
+  it('runs a turn through the embedded worker and the gateway', async () => {
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
+    const created = await fetch(`${sessions}/sessions`, { method: 'POST', headers, body: '{}' });
+    expect(created.status).toBe(201);
+    const { session_id } = (await created.json()) as { session_id: string };
+    const sent = await fetch(`${sessions}/sessions/${session_id}/messages`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ content: 'Hello' }),
+    });
+    expect(sent.status).toBe(202);
+    const done = await fetch(`${sessions}/sessions/${session_id}?wait=true&timeout=20`, { headers });
+    const session = (await done.json()) as { status: string; response: { role: string } | null; error: string | null };
+    expect(session).toEqual(expect.objectContaining({ status: 'idle', error: null }));
+    expect(session.response?.role).toBe('assistant');
+  });
+
+  it('stops both services on Ctrl-C and exits 0', async () => {
+    expect(await stop(platform, 'SIGINT')).toBe(0);
+    await expect(fetch(`${gateway}/healthz`)).rejects.toThrow();
+    await expect(fetch(`${sessions}/healthz`)).rejects.toThrow();
+  });
+});
+
+describe('start-platform refusals', () => {
+  it('refuses a port that is already taken, naming it', async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '0.0.0.0', resolve));
+    const { port } = server.address() as { port: number };
+    try {
+      const platform = startPlatform({ GATEWAY_PORT: String(port), SESSIONS_PORT: String(await freePort()) });
+      expect(await platform.exited).toBe(1);
+      expect(platform.output()).toContain(`GATEWAY_PORT=${port} is not free`);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('refuses a state dir whose dev-key file is not a key', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollway-bad-key-'));
+    try {
+      writeFileSync(join(dir, 'dev-key'), 'not-a-key\n');
+      const platform = startPlatform({
+        TOLLWAY_STATE_DIR: dir,
+        GATEWAY_PORT: String(await freePort()),
+        SESSIONS_PORT: String(await freePort()),
+      });
+      expect(await platform.exited).toBe(1);
+      expect(platform.output()).toContain('does not hold a dev key');
+      expect(existsSync(join(dir, 'dev-key'))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
