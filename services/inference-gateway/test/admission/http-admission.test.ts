@@ -1,0 +1,263 @@
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
+import { createAccountStore, deleteKeysWithPrefix, type Budgets } from '@tollway/accounts';
+import { RateLimitHeaders } from '@tollway/contracts';
+import { closeServer, createLogger, listen } from '@tollway/service-kit';
+import { wireAccounts, type AccountsWiring } from '../../src/admission/accounts-wiring';
+import { buildApp } from '../../src/app';
+import { CatalogStore } from '../../src/catalog/catalog-store';
+import { loadGatewayConfig } from '../../src/config';
+import { EngineRegistry } from '../../src/engines';
+import { catalogModels } from '../helpers/gateway-harness';
+
+/** Every 401 / 402 / 429 row of the spec and the 200 headers, over HTTP, through the real wiring. */
+const prefix = `test-${randomUUID()}:`;
+const redis = new Redis('redis://127.0.0.1:6379');
+const store = createAccountStore({ redis, prefix });
+const simulated = (extra: Record<string, unknown> = {}) => ({
+  kind: 'simulated',
+  time_to_first_token_ms: 0,
+  time_per_output_token_ms: 0,
+  ...extra,
+});
+const models = catalogModels([
+  { id: 'test/fast', owned_by: 'test', created: 1, price_per_million: { input: 1, output: 2 }, engine: simulated() },
+  {
+    id: 'test/single',
+    owned_by: 'test',
+    created: 1,
+    capacity: 1,
+    price_per_million: { input: 1, output: 2 },
+    engine: simulated({ time_per_output_token_ms: 50 }),
+  },
+]);
+let server: Server;
+let baseUrl: string;
+let wiring: AccountsWiring;
+let engines: EngineRegistry;
+let catalog: CatalogStore;
+
+beforeAll(async () => {
+  const config = loadGatewayConfig({ env: { REDIS_PREFIX: prefix, CAPACITY_RETRY_AFTER_MS: '1500' }, argv: [] });
+  const logger = createLogger({ service: 'admission-test', silent: true });
+  catalog = new CatalogStore(models);
+  engines = new EngineRegistry({ connections: 16, timeoutMs: 5000 });
+  catalog.subscribe((current) => engines.sync(current));
+  wiring = await wireAccounts(config, redis, logger);
+  const { authenticator, admission, adminRouter, openApi } = wiring;
+  const app = buildApp({ config, logger, catalog, engines, redis, authenticator, admission, adminRouter, openApi });
+  server = await listen(app, 0, '127.0.0.1');
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await closeServer(server);
+  await engines.close();
+  catalog.close();
+  await wiring.close();
+  await deleteKeysWithPrefix(redis, prefix);
+  redis.disconnect();
+});
+
+const LARGE: Budgets = { requests: 1000, input_tokens: 1_000_000, output_tokens: 1_000_000 };
+
+async function keyFor(
+  budgets: Partial<Budgets> = {},
+  credit = 100,
+): Promise<{ orgId: string; key: string; keyId: string }> {
+  const org = await store.createOrganization({ name: 'http', budgets: { ...LARGE, ...budgets }, credit });
+  const created = await store.createKey(org.id);
+  return { orgId: org.id, key: created!.key, keyId: created!.id };
+}
+
+function chat(key: string | null, body: Record<string, unknown> = {}, signal?: AbortSignal): Promise<Response> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  return fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers,
+    signal,
+    body: JSON.stringify({
+      model: 'test/fast',
+      messages: [{ role: 'user', content: 'hello there' }],
+      max_tokens: 8,
+      ...body,
+    }),
+  });
+}
+
+/** The `error` object of an envelope. */
+async function errorOf(res: Response): Promise<Record<string, unknown>> {
+  return ((await res.json()) as { error: Record<string, unknown> }).error;
+}
+
+async function usageOf(orgId: string, requests: number) {
+  const deadline = Date.now() + 3000;
+  for (;;) {
+    const usage = await store.getUsage(orgId);
+    if ((usage?.totals.requests ?? 0) >= requests || Date.now() > deadline) return usage!;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe('401', () => {
+  it.each([
+    ['missing', null],
+    ['malformed', 'not-a-key'],
+    ['unknown', `tw-${'x'.repeat(43)}`],
+  ])('%s key → 401 envelope without code, on every endpoint', async (_label, key) => {
+    for (const res of [
+      await chat(key),
+      await fetch(`${baseUrl}/v1/models`, { headers: key ? { authorization: `Bearer ${key}` } : {} }),
+    ]) {
+      expect(res.status).toBe(401);
+      const error = await errorOf(res);
+      expect(error.type).toBe('invalid_request_error');
+      expect(error.message).toMatch(/API key/);
+      expect(error).not.toHaveProperty('code');
+    }
+  });
+
+  it('revoked key → 401', async () => {
+    const { key, keyId } = await keyFor();
+    expect((await chat(key)).status).toBe(200);
+    await store.revokeKey(keyId);
+    const res = await chat(key);
+    expect(res.status).toBe(401);
+    expect(await errorOf(res)).not.toHaveProperty('code');
+  });
+});
+
+describe('200', () => {
+  it('carries the six x-ratelimit headers as the spec defines them', async () => {
+    const { key } = await keyFor({ requests: 10, input_tokens: 1_000_000, output_tokens: 100 });
+    const res = await chat(key, { max_tokens: 40 });
+    expect(res.status).toBe(200);
+    const headers = Object.fromEntries(res.headers.entries());
+    expect(RateLimitHeaders.safeParse(headers).success).toBe(true);
+    expect(headers['x-ratelimit-limit-requests']).toBe('10');
+    expect(headers['x-ratelimit-remaining-requests']).toBe('9');
+    expect(headers['x-ratelimit-reset-requests']).toBe('6s');
+    // output (60 of 100 left) is nearer its limit than input
+    expect(headers['x-ratelimit-limit-tokens']).toBe('100');
+    expect(headers['x-ratelimit-remaining-tokens']).toBe('60');
+    expect(headers['x-ratelimit-reset-tokens']).toBe('24s');
+    await res.text();
+  });
+
+  it('streams carry them too', async () => {
+    const { key } = await keyFor({ requests: 5 });
+    const res = await chat(key, { stream: true });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-ratelimit-remaining-requests')).toBe('4');
+    await res.text();
+  });
+});
+
+describe('429 rate_limit_exceeded', () => {
+  it('requests budget empty', async () => {
+    const { key } = await keyFor({ requests: 1 });
+    await (await chat(key)).text();
+    const res = await chat(key);
+    expect(res.status).toBe(429);
+    expect(await errorOf(res)).toMatchObject({ type: 'requests', code: 'rate_limit_exceeded', param: null });
+    expect(res.headers.get('x-should-retry')).toBe('true');
+    expect(Number(res.headers.get('retry-after-ms'))).toBeGreaterThan(59_000);
+    expect(res.headers.get('retry-after')).toBe(String(Math.ceil(Number(res.headers.get('retry-after-ms')) / 1000)));
+  });
+
+  it('input_tokens budget empty', async () => {
+    const { key } = await keyFor({ input_tokens: 15 });
+    await (await chat(key)).text();
+    const res = await chat(key);
+    expect(res.status).toBe(429);
+    expect(await errorOf(res)).toMatchObject({ type: 'input_tokens', code: 'rate_limit_exceeded' });
+    expect(res.headers.get('x-should-retry')).toBe('true');
+    expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(res.headers.get('retry-after-ms')).toMatch(/^\d+$/);
+  });
+
+  it('output_tokens budget empty', async () => {
+    const { key } = await keyFor({ output_tokens: 100 });
+    const held = await chat(key, { max_tokens: 60, model: 'test/single', stream: true });
+    const res = await chat(key, { max_tokens: 60 });
+    expect(res.status).toBe(429);
+    expect(await errorOf(res)).toMatchObject({ type: 'output_tokens', code: 'rate_limit_exceeded' });
+    expect(res.headers.get('x-should-retry')).toBe('true');
+    await held.text();
+  });
+
+  it('a request larger than a whole budget: x-should-retry false and a message saying so', async () => {
+    const { key } = await keyFor({ output_tokens: 100 });
+    const res = await chat(key, { max_tokens: 101 });
+    expect(res.status).toBe(429);
+    const error = await errorOf(res);
+    expect(error).toMatchObject({ type: 'output_tokens', code: 'rate_limit_exceeded' });
+    expect(error.message).toMatch(/can never be admitted.*Do not retry/);
+    expect(res.headers.get('x-should-retry')).toBe('false');
+    expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(res.headers.get('retry-after-ms')).toMatch(/^\d+$/);
+  });
+});
+
+describe('402 insufficient_quota', () => {
+  it('an organization without credit', async () => {
+    const { key } = await keyFor({}, 0);
+    const res = await chat(key);
+    expect(res.status).toBe(402);
+    expect(await errorOf(res)).toMatchObject({ code: 'insufficient_quota', type: 'invalid_request_error' });
+    expect(res.headers.get('x-should-retry')).toBe('false');
+  });
+});
+
+describe('429 provider_overloaded', () => {
+  it('a model at capacity', async () => {
+    const { key } = await keyFor();
+    const client = new AbortController();
+    const held = await chat(key, { model: 'test/single', stream: true, max_tokens: 100 }, client.signal);
+    expect(held.status).toBe(200);
+    const res = await chat(key, { model: 'test/single' });
+    expect(res.status).toBe(429);
+    expect(await errorOf(res)).toMatchObject({ code: 'provider_overloaded' });
+    expect(res.headers.get('retry-after')).toBe('2');
+    expect(res.headers.get('retry-after-ms')).toBe('1500');
+    expect(res.headers.get('x-should-retry')).toBe('true');
+    client.abort();
+    await held.text().catch(() => undefined);
+  });
+});
+
+describe('settlement', () => {
+  it('refunds the unused output reservation and charges usage × price', async () => {
+    const { key, orgId } = await keyFor({ output_tokens: 1000 }, 1);
+    const first = await chat(key, { max_tokens: 500 });
+    const produced = ((await first.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens;
+    expect(produced).toBeLessThan(500);
+    const usage = await usageOf(orgId, 1);
+    expect(usage.totals.output_tokens).toBe(produced);
+    const org = await store.getOrganization(orgId);
+    expect(org!.credit).toBeCloseTo(1 - (usage.totals.input_tokens * 1 + produced * 2) / 1e6, 12);
+    const second = await chat(key, { max_tokens: 100 });
+    const remaining = Number(second.headers.get('x-ratelimit-remaining-tokens'));
+    // 1000 − produced − 100, plus at most a token or two refilled in between.
+    expect(remaining).toBeGreaterThanOrEqual(900 - produced);
+    expect(remaining).toBeLessThanOrEqual(902 - produced);
+    await second.text();
+  });
+
+  it('a client that disconnects mid-stream is charged what the engine produced, not zero', async () => {
+    const { key, orgId } = await keyFor();
+    const client = new AbortController();
+    const res = await chat(key, { model: 'test/single', stream: true, max_tokens: 100 }, client.signal);
+    const reader = res.body!.getReader();
+    let text = '';
+    while ((text.match(/"content"/g) ?? []).length < 4) text += new TextDecoder().decode((await reader.read()).value);
+    client.abort();
+    const usage = await usageOf(orgId, 1);
+    expect(usage.totals.output_tokens).toBeGreaterThanOrEqual(3);
+    expect(usage.totals.output_tokens).toBeLessThan(100);
+  });
+});
