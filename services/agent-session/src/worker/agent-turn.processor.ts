@@ -39,9 +39,19 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     const logger = deps.logger.child({ session_id: sessionId, turn_id: turnId });
     const cancel = deps.cancellations.track(turnId);
     const startedAt = clock();
+    let leased = false;
+    // An agent process first, so a leased turn (what /health counts as running) is always executing.
+    const child = await deps.pool.reserve(cancel);
     try {
-      await deps.registration.acquireLease(sessionId, turnId, JSON.stringify(turn));
-      const context = await deps.store.getTurnContext(sessionId, turnId);
+      if (!child) {
+        reportCancelled(deps, turn, null, clock() - startedAt);
+        return;
+      }
+      // Sent together (one pipelined round trip); the cancel tracking above already covers both.
+      const [, context] = await Promise.all([
+        deps.registration.acquireLease(sessionId, turnId, JSON.stringify(turn)).then(() => (leased = true)),
+        deps.store.getTurnContext(sessionId, turnId),
+      ]);
       if (!context || cancel.aborted) {
         // Deleted before the turn started (a lost turn is reaped, never left for a later start).
         reportCancelled(deps, turn, context?.history ?? null, clock() - startedAt);
@@ -49,11 +59,10 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       }
       const history = context.history.slice(0, -1);
       const message = context.history.at(-1) ?? toStoredMessage(turn.message);
-      const outcome = await deps.pool.run(
+      const outcome = await child.run(
         turnId,
         sessionId,
         { history, message, userParams: turn.message.user_params },
-        cancel,
         deps.turnTimeoutMs,
       );
       if (outcome.kind === 'cancelled') {
@@ -62,7 +71,13 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         return;
       }
       const end = toTurnOutcome(outcome);
-      const result = await deps.store.finishTurn(sessionId, turnId, end);
+      // One pipelined round trip; Redis runs them in order, so the turn is ended before its lease
+      // goes, and a lease already gone means a reaper claimed (and ended) the turn first.
+      const [result, stillLeased] = await Promise.all([
+        deps.store.finishTurn(sessionId, turnId, end),
+        deps.registration.releaseLease(sessionId, turnId),
+      ]);
+      leased = false;
       const durationMs = clock() - startedAt;
       const totalTokens = outcome.kind === 'success' ? outcome.totalTokens : 0;
       if (result === 'applied') {
@@ -71,15 +86,13 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         deps.notifier.notify(turn, { sessionId, end: toTurnEnd(end), history: after, durationMs, totalTokens });
         return;
       }
-      // Stale: the session was deleted while the turn ended, or a reaper already ended it. The
-      // reaper claims the lease before it ends a turn, so a lease still ours means a deletion.
+      // Stale: the session was deleted while the turn ended, or a reaper already ended it.
       logger.info('turn result discarded: the turn is no longer current');
-      if (await deps.registration.releaseLease(sessionId, turnId)) {
-        reportCancelled(deps, turn, context.history, durationMs);
-      }
+      if (stillLeased) reportCancelled(deps, turn, context.history, durationMs);
     } finally {
+      child?.release();
       deps.cancellations.untrack(turnId);
-      await deps.registration.releaseLease(sessionId, turnId);
+      if (leased) await deps.registration.releaseLease(sessionId, turnId);
     }
   };
 }

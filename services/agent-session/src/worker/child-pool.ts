@@ -23,6 +23,14 @@ export interface ChildPoolOptions {
   childFile?: string;
 }
 
+/** An idle child set aside for one turn. */
+export interface ChildReservation {
+  /** Runs the turn in the reserved child (once). */
+  run(turnId: string, sessionId: string, input: AgentInput, timeoutMs: number): Promise<ChildOutcome>;
+  /** Hands the child back unused; a no-op after `run`. */
+  release(): void;
+}
+
 interface PooledChild {
   process: ChildProcess;
   ready: boolean;
@@ -66,19 +74,38 @@ export class ChildPool {
   }
 
   /**
-   * Runs one turn in an idle child. `cancel` aborting kills the child at once (outcome `cancelled`,
-   * any late result discarded); `timeoutMs` > 0 kills it when the turn runs longer.
+   * Reserves an idle child for one turn, waiting for one if all are busy; null when `cancel` aborts
+   * first. The reservation is used by `run` or handed back with `release`.
    */
-  async run(
+  async reserve(cancel: AbortSignal): Promise<ChildReservation | null> {
+    if (cancel.aborted) return null;
+    const child = await this.acquire(cancel);
+    if (!child) return null;
+    let used = false;
+    return {
+      run: (turnId, sessionId, input, timeoutMs) => {
+        used = true;
+        return this.runOn(child, turnId, sessionId, input, cancel, timeoutMs);
+      },
+      release: () => {
+        if (!used) this.release(child);
+        used = true;
+      },
+    };
+  }
+
+  /**
+   * Runs one turn in `child`. `cancel` aborting kills the child at once (outcome `cancelled`, any
+   * late result discarded); `timeoutMs` > 0 kills it when the turn runs longer.
+   */
+  private runOn(
+    child: PooledChild,
     turnId: string,
     sessionId: string,
     input: AgentInput,
     cancel: AbortSignal,
     timeoutMs: number,
   ): Promise<ChildOutcome> {
-    if (cancel.aborted) return { kind: 'cancelled' };
-    const child = await this.acquire(cancel);
-    if (!child) return { kind: 'cancelled' };
     return new Promise<ChildOutcome>((resolve) => {
       let timer: NodeJS.Timeout | undefined;
       const onCancel = () => {
@@ -93,6 +120,13 @@ export class ChildPool {
         if (outcome.kind === 'success' || outcome.kind === 'failed') this.release(child);
         resolve(outcome);
       };
+      if (cancel.aborted) {
+        this.release(child);
+        return resolve({ kind: 'cancelled' });
+      }
+      if (!this.children.has(child)) {
+        return resolve({ kind: 'crashed', error: 'turn failed: the agent process exited before the turn started' });
+      }
       child.turn = { turnId, finish };
       cancel.addEventListener('abort', onCancel, { once: true });
       if (timeoutMs > 0) {

@@ -15,6 +15,11 @@ import { TurnCancellations } from './turn-cancellations';
 import { TurnReaper } from './turn-reaper';
 import { WorkerRegistration } from './worker-registry';
 
+/**
+ * Jobs taken from the queue per agent process: a job fetched ahead waits for a free process (it is
+ * not leased, so not counted as running), hiding the queue round trips between turns.
+ */
+const JOB_PREFETCH_FACTOR = 2;
 /** On shutdown, turns under way get this long to finish before their processes are killed, in ms. */
 const SHUTDOWN_TURN_GRACE_MS = 5_000;
 
@@ -129,7 +134,7 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   const worker = new Worker(AGENT_TURN_QUEUE, processor, {
     connection: queueRedis,
     prefix: turnQueuePrefix(config.redisPrefix),
-    concurrency: config.concurrency,
+    concurrency: config.concurrency * JOB_PREFETCH_FACTOR,
     // A turn never runs twice: a job whose lock lapsed (its worker died) is failed, not retried,
     // and the reaper ends its turn in error.
     maxStalledCount: 0,

@@ -37,7 +37,7 @@ export interface TurnReaperOptions {
 /**
  * Ends orphaned `running` turns in `error`: turns whose lease expired (their worker died) every
  * pass, and, every few passes, running turns holding no lease whose job is gone, finished, failed
- * (e.g. failed as stalled) or active without a lease for longer than a lease lifetime. Runs in every
+ * (e.g. failed as stalled) or active without a lease and without a live job lock. Runs in every
  * worker; claims are atomic and endings compare-and-set, so several reapers never double-end a turn.
  */
 export class TurnReaper {
@@ -83,7 +83,7 @@ export class TurnReaper {
       for (const orphan of orphans) if (await this.endOrphan(orphan)) ended++;
       if (orphans.length === 0) break;
     }
-    const lostJobEvery = Math.max(1, Math.round(this.options.leaseTtlMs / this.options.intervalMs));
+    const lostJobEvery = Math.max(1, Math.round(this.options.leaseTtlMs / this.options.intervalMs / 2));
     if (this.passes++ % lostJobEvery === 0) ended += await this.endLostJobs();
     return ended;
   }
@@ -104,10 +104,16 @@ export class TurnReaper {
       if (await hasTurnLease(this.options.redis, this.options.prefix, turn.sessionId, turn.turnId)) continue;
       const state = await this.options.queue.getJobState(turn.turnId);
       if (QUEUED_STATES.has(state)) continue;
-      const job = state === 'unknown' ? undefined : await Job.fromId(this.options.queue, turn.turnId);
-      // Active without a lease: the worker died between taking the job and leasing the turn.
-      if (state === 'active' && (job?.processedOn ?? 0) > cutoff) continue;
+      // Active without a lease: fetched ahead and waiting for an agent process, or its worker died
+      // before leasing the turn. The job lock (renewed by a live worker) tells the two apart.
+      if (
+        state === 'active' &&
+        (await this.options.redis.exists(`${this.options.queue.toKey(turn.turnId)}:lock`)) === 1
+      ) {
+        continue;
+      }
       if (await hasTurnLease(this.options.redis, this.options.prefix, turn.sessionId, turn.turnId)) continue;
+      const job = state === 'unknown' ? undefined : await Job.fromId(this.options.queue, turn.turnId);
       const error = state === 'active' ? WORKER_LOST_ERROR : JOB_LOST_ERROR;
       if (await this.end(turn.sessionId, turn.turnId, error, parseJob(job ? JSON.stringify(job.data) : null))) ended++;
     }
