@@ -214,3 +214,29 @@ describe('with an agent that calls a slow gateway twice', () => {
     expect(next.body).toMatchObject({ status: 'idle', response: { role: 'assistant', content: 'slow reply' } });
   });
 });
+
+describe('limits and start-up', () => {
+  it('kills a turn that outlives TURN_TIMEOUT_MS and ends it in error', async () => {
+    const gateway = await startTestServer((_req, res) => setTimeout(() => sendJson(res, 200, completion('late')), 600));
+    const worker = await startTestWorker(prefix, {
+      AGENT_MODULE: fixtureAgent('two-calls'),
+      GATEWAY_BASE_URL: gateway.url,
+      TURN_TIMEOUT_MS: '300',
+    });
+    try {
+      const id = await newSession();
+      await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'work' });
+      const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=5`);
+      expect(done.body).toMatchObject({ status: 'error', error: 'turn timed out after 300 ms' });
+    } finally {
+      await worker.close();
+      await gateway.close();
+    }
+  });
+
+  it('refuses to start when the agent module cannot be loaded', async () => {
+    await expect(startTestWorker(prefix, { AGENT_MODULE: fixtureAgent('does-not-exist') })).rejects.toThrow(
+      /cannot load agent module/,
+    );
+  });
+});
