@@ -170,9 +170,17 @@ function inferencePaths(): Record<string, OpenApiPathItem> {
             ),
             headers: RETRY_HEADER_REFS,
           },
-          '5XX': errorJson('The engine or the gateway failed (Tollway’s choice: the envelope).', {
-            error: { message: 'The engine did not answer.', type: 'server_error', param: null, code: 'upstream_error' },
-          }),
+          '5XX': errorJson(
+            'The engine failed or did not answer (502 `engine_unavailable` or `bad_engine_response`, 504 `upstream_timeout`), or admission control could not reach Redis (503 `admission_unavailable`, with retry headers); Tollway’s choice: the envelope.',
+            {
+              error: {
+                message: 'No engine replica answered.',
+                type: 'server_error',
+                param: null,
+                code: 'engine_unavailable',
+              },
+            },
+          ),
         },
       },
     },

@@ -39,6 +39,8 @@ const SESSION_ID: OpenApiParameter = {
 
 const UNAUTHORIZED = error('Missing or unknown API key (when the service runs with auth, its default).');
 const NOT_FOUND = error('Session not found.');
+const TOO_LARGE = error('The body is larger than the configured limit (`request_too_large`).');
+const UNAVAILABLE = error('The session store (Redis) is unreachable (`service_unavailable`).');
 
 const createBody = {
   required: false,
@@ -80,14 +82,19 @@ function sessionPaths(): OpenApiDocument['paths'] {
           '201': { ...json('Created, `idle`.', 'SessionResponse'), headers: LOCATION },
           '400': error('Malformed body (bad JSON or `state` items).'),
           '401': UNAUTHORIZED,
-          '503': error('The `--max-sessions` limit is reached.'),
+          '413': TOO_LARGE,
+          '503': error('The `--max-sessions` limit is reached, or the session store is unreachable.'),
         },
       },
       get: {
         operationId: 'listSessions',
         summary: 'List sessions',
         tags: ['sessions'],
-        responses: { '200': json('Every session (of the caller).', 'SessionSummaryList'), '401': UNAUTHORIZED },
+        responses: {
+          '200': json('Every session (of the caller).', 'SessionSummaryList'),
+          '401': UNAUTHORIZED,
+          '503': UNAVAILABLE,
+        },
       },
     },
     '/sessions/{session_id}': {
@@ -103,7 +110,8 @@ function sessionPaths(): OpenApiDocument['paths'] {
           '401': UNAUTHORIZED,
           '405': error('Custom session ids are not enabled (`--allow-custom-ids`).'),
           '409': error('A session with this id already exists.'),
-          '503': error('The `--max-sessions` limit is reached.'),
+          '413': TOO_LARGE,
+          '503': error('The `--max-sessions` limit is reached, or the session store is unreachable.'),
         },
       },
       get: {
@@ -133,6 +141,7 @@ function sessionPaths(): OpenApiDocument['paths'] {
           '400': error('Bad `wait` or `timeout` value.'),
           '401': UNAUTHORIZED,
           '404': error('Session not found, also when it is deleted during the wait.'),
+          '503': UNAVAILABLE,
         },
       },
       delete: {
@@ -140,7 +149,12 @@ function sessionPaths(): OpenApiDocument['paths'] {
         summary: 'Delete a session, cancelling a running turn',
         tags: ['sessions'],
         parameters: [SESSION_ID],
-        responses: { '204': { description: 'Deleted; empty body.' }, '401': UNAUTHORIZED, '404': NOT_FOUND },
+        responses: {
+          '204': { description: 'Deleted; empty body.' },
+          '401': UNAUTHORIZED,
+          '404': NOT_FOUND,
+          '503': UNAVAILABLE,
+        },
       },
     },
     '/sessions/{session_id}/messages': {
@@ -159,7 +173,10 @@ function sessionPaths(): OpenApiDocument['paths'] {
           '401': UNAUTHORIZED,
           '404': NOT_FOUND,
           '409': error('The session is already processing a message.'),
-          '503': error('The turn could not be queued; nothing was accepted.'),
+          '413': TOO_LARGE,
+          '503': error(
+            'The turn could not be queued (`turn_not_queued`; the session goes to `error` and accepts a new message), or the session store is unreachable.',
+          ),
         },
         callbacks: { turnComplete: TURN_COMPLETE_CALLBACK },
       },
@@ -175,6 +192,7 @@ function sessionPaths(): OpenApiDocument['paths'] {
           },
           '401': UNAUTHORIZED,
           '404': NOT_FOUND,
+          '503': UNAVAILABLE,
         },
       },
     },
