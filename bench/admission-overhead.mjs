@@ -1,0 +1,245 @@
+#!/usr/bin/env node
+// Cost of admission control (issue 4's performance goals): auth by organization key, all three
+// budgets, credit and capacity enforced, against the simulated engine answering at once:
+//  (a) added latency at one connection, p50 and p99: engine direct, gateway without admission
+//      (a static API_KEYS key, unmetered), gateway with full admission (an organization key);
+//  (b) requests per second at 32 connections, same three;
+//  (c) Redis round trips per request on the metered path, counted with MONITOR (only commands
+//      touching this run's key prefix, so other Redis users do not disturb the count).
+// Usage: node bench/admission-overhead.mjs [--dist] [--seconds 5]
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+import { quantile, sampleRss, startService } from './lib/processes.mjs';
+
+const argv = process.argv.slice(2);
+const useDist = argv.includes('--dist');
+const secondsAt = argv.indexOf('--seconds');
+const seconds = secondsAt === -1 ? 5 : Number(argv[secondsAt + 1]);
+const root = new URL('..', import.meta.url).pathname;
+const gatewayDir = join(root, 'services/inference-gateway');
+const entry = (ts, js) => join(gatewayDir, useDist ? js : ts);
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+const STATIC_KEY = 'bench-static-key';
+const ADMIN_TOKEN = `bench-admin-${randomUUID()}`;
+const PREFIX = `bench-${randomUUID()}:`;
+const MODEL = 'bench/instant';
+const body = JSON.stringify({
+  model: MODEL,
+  messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
+  max_tokens: 16,
+});
+
+const work = mkdtempSync(join(tmpdir(), 'tollway-bench-'));
+const redis = new Redis(redisUrl);
+let sim;
+let gateway;
+try {
+  sim = await startService(entry('src/engines/simulated/main-sim.ts', 'dist/engines/simulated/main-sim.js'), {
+    args: ['--port', '0', '--ttft-ms', '0', '--tpot-ms', '0', '--max-concurrency', '100000'],
+    cwd: gatewayDir,
+  });
+  const catalog = join(work, 'catalog.yaml');
+  writeFileSync(
+    catalog,
+    [
+      'models:',
+      `  - id: ${MODEL}`,
+      '    owned_by: bench',
+      '    created: 1767225600',
+      '    capacity: 100000', // enforced: every request takes and frees a lease
+      '    price_per_million: { input: 1, output: 2 }',
+      '    engine:',
+      '      kind: openai-compatible',
+      '      replicas:',
+      `        - base_url: http://127.0.0.1:${sim.port}/v1`,
+      '',
+    ].join('\n'),
+  );
+  gateway = await startService(entry('src/main.ts', 'dist/main.js'), {
+    cwd: gatewayDir,
+    env: {
+      GATEWAY_PORT: '0',
+      GATEWAY_HOST: '127.0.0.1',
+      CATALOG_PATH: catalog,
+      CATALOG_WATCH: 'false',
+      REDIS_URL: redisUrl,
+      REDIS_PREFIX: PREFIX,
+      API_KEYS: STATIC_KEY,
+      ADMIN_TOKEN,
+      LOG_LEVEL: 'info',
+    },
+  });
+  const base = `http://127.0.0.1:${gateway.port}`;
+  // Budgets large enough never to refuse during the run: every check still runs.
+  const org = await admin('POST', '/organizations', {
+    name: 'bench',
+    budgets: { requests: 100_000_000, input_tokens: 10_000_000_000, output_tokens: 10_000_000_000 },
+    credit: 1_000_000,
+  });
+  const { key: orgKey } = await admin('POST', `/organizations/${org.id}/keys`, { name: 'bench' });
+
+  const stopRss = sampleRss(gateway.child.pid);
+  const engineUrl = `http://127.0.0.1:${sim.port}/v1/chat/completions`;
+  const gatewayUrl = `${base}/v1/chat/completions`;
+  console.log(
+    `engine :${sim.port}  gateway :${gateway.port}  ${useDist ? 'compiled' : 'tsx'}  ${seconds}s per measure`,
+  );
+
+  for (const [url, key] of [
+    [engineUrl, STATIC_KEY],
+    [gatewayUrl, STATIC_KEY],
+    [gatewayUrl, orgKey],
+  ])
+    await sequential(url, key, 2000);
+
+  // (a) one connection.
+  const count = Math.max(2000, seconds * 1000);
+  const direct = await sequential(engineUrl, STATIC_KEY, count);
+  const unmetered = await sequential(gatewayUrl, STATIC_KEY, count);
+  const metered = await sequential(gatewayUrl, orgKey, count);
+  const p = quantile;
+  console.log('\n(a) latency at 1 connection (ms)');
+  console.log(`    engine direct              p50 ${fmt(p(direct, 0.5))}  p99 ${fmt(p(direct, 0.99))}`);
+  console.log(`    gateway, no admission      p50 ${fmt(p(unmetered, 0.5))}  p99 ${fmt(p(unmetered, 0.99))}`);
+  console.log(`    gateway, full admission    p50 ${fmt(p(metered, 0.5))}  p99 ${fmt(p(metered, 0.99))}`);
+  console.log(
+    `    added by the gateway       p50 ${fmt(p(metered, 0.5) - p(direct, 0.5))}  p99 ${fmt(p(metered, 0.99) - p(direct, 0.99))}   (goal ≤ 0.3 / ≤ 2)`,
+  );
+  console.log(
+    `    of which admission         p50 ${fmt(p(metered, 0.5) - p(unmetered, 0.5))}  p99 ${fmt(p(metered, 0.99) - p(unmetered, 0.99))}`,
+  );
+
+  // (b) 32 connections.
+  const directRps = await throughput(engineUrl, STATIC_KEY, 32);
+  const unmeteredRps = await throughput(gatewayUrl, STATIC_KEY, 32);
+  const meteredRps = await throughput(gatewayUrl, orgKey, 32);
+  console.log('\n(b) requests/s at 32 connections');
+  for (const [label, r] of [
+    ['engine direct          ', directRps],
+    ['gateway, no admission  ', unmeteredRps],
+    ['gateway, full admission', meteredRps],
+  ]) {
+    console.log(`    ${label}    ${Math.round(r.rps)} req/s  (${r.errors} errors, ${r.non2xx} non-2xx)`);
+  }
+  console.log('    goal ≥ 8000 req/s with full admission');
+
+  // (c) Redis round trips per metered request.
+  const sample = 200;
+  // Requests autocannon abandoned at the end of its run are still being settled: let them land.
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const commands = await countRedisCommands(async () => {
+    for (let i = 0; i < sample; i++) await post(gatewayUrl, orgKey, http.globalAgent);
+  });
+  const total = [...commands.values()].reduce((a, b) => a + b, 0);
+  console.log(
+    `\n(c) Redis commands per metered request over ${sample} sequential requests: ${(total / sample).toFixed(2)}`,
+  );
+  for (const [name, n] of commands) console.log(`    ${name.padEnd(10)} ${(n / sample).toFixed(2)}`);
+  console.log('    (each EVALSHA is one round trip; the key lookup is cached in process)');
+
+  const peak = stopRss();
+  console.log(`\nRSS of the gateway, peak under load: ${(peak / 1024 / 1024).toFixed(1)} MB`);
+} finally {
+  await Promise.all([gateway?.stop(), sim?.stop()]);
+  await deleteByPrefix(PREFIX);
+  redis.disconnect();
+  rmSync(work, { recursive: true, force: true });
+}
+
+function fmt(ms) {
+  return ms.toFixed(3);
+}
+
+async function admin(method, path, payload) {
+  const res = await fetch(`http://127.0.0.1:${gateway.port}/admin/v1${path}`, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify(payload),
+  });
+  if (!res.ok) throw new Error(`admin ${method} ${path}: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+/** `n` requests one after another on one keep-alive connection; sorted latencies in ms. */
+async function sequential(url, key, n) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const latencies = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const started = process.hrtime.bigint();
+    const { status } = await post(url, key, agent);
+    latencies[i] = Number(process.hrtime.bigint() - started) / 1e6;
+    if (status !== 200) throw new Error(`${url} answered ${status}`);
+  }
+  agent.destroy();
+  return latencies.sort((a, b) => a - b);
+}
+
+function post(url, key, agent) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          authorization: `Bearer ${key}`,
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function throughput(url, key, connections) {
+  const options = {
+    url,
+    method: 'POST',
+    connections,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body,
+  };
+  await autocannon({ ...options, duration: 1 });
+  const result = await autocannon({ ...options, duration: seconds });
+  return { rps: result.requests.average, errors: result.errors, non2xx: result.non2xx };
+}
+
+/** Redis commands touching PREFIX while `run` runs, by command name (via MONITOR). */
+async function countRedisCommands(run) {
+  const monitor = await redis.monitor();
+  const counts = new Map();
+  monitor.on('monitor', (_time, args, source) => {
+    // Commands a script runs inside Redis show up with source `lua`: they are not round trips.
+    if (source === 'lua' || !args.some((arg) => String(arg).startsWith(PREFIX))) return;
+    const name = String(args[0]).toLowerCase();
+    counts.set(name, (counts.get(name) ?? 0) + 1);
+  });
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  await run();
+  // Settlement runs after the response is sent: let the last one land.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  monitor.disconnect();
+  return counts;
+}
+
+async function deleteByPrefix(prefix) {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.del(...keys);
+  } while (cursor !== '0');
+}
