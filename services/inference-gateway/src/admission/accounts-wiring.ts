@@ -34,6 +34,7 @@ export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: 
     prefix,
     leaseMs: config.capacityLeaseMs,
     capacityRetryAfterMs: config.capacityRetryAfterMs,
+    defaultOutputReservationTokens: config.defaultOutputReservationTokens,
     logger,
   });
   // Static operator keys from API_KEYS (tests, private deployments) stay usable, unmetered;

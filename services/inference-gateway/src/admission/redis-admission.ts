@@ -25,6 +25,12 @@ export interface RedisAdmissionOptions {
   now?: () => number;
   /** Where settlement failures are reported (they never reach the client). */
   logger?: Logger;
+  /**
+   * The gateway's default output reservation (config DEFAULT_OUTPUT_RESERVATION_TOKENS). A request
+   * that does not say whether its reservation is the default (`reservationIsDefault` undefined) is
+   * taken as one when it reserves exactly this many tokens.
+   */
+  defaultOutputReservationTokens?: number;
 }
 
 /** The Redis key of a model's capacity leases (a zset of lease id → expiry ms). */
@@ -45,6 +51,7 @@ export class RedisAdmission implements Admission {
   private readonly capacityRetryAfterMs: number;
   private readonly now: () => number;
   private readonly logger: Logger | undefined;
+  private readonly defaultOutputReservationTokens: number | undefined;
 
   constructor(options: RedisAdmissionOptions) {
     this.redis = options.redis;
@@ -54,6 +61,7 @@ export class RedisAdmission implements Admission {
     this.capacityRetryAfterMs = options.capacityRetryAfterMs ?? 1000;
     this.now = options.now ?? Date.now;
     this.logger = options.logger;
+    this.defaultOutputReservationTokens = options.defaultOutputReservationTokens;
   }
 
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
@@ -72,7 +80,7 @@ export class RedisAdmission implements Admission {
           request.capacity ?? -1,
           leaseId,
           this.leaseMs,
-          request.reservationIsDefault ? '1' : '0',
+          this.isDefaultReservation(request) ? '1' : '0',
         ],
       );
     } catch (err) {
@@ -92,6 +100,11 @@ export class RedisAdmission implements Admission {
         // The key outlived its organization by a cache TTL at most: the same answer as a revoked key.
         throw invalidApiKey();
     }
+  }
+
+  private isDefaultReservation(request: AdmissionRequest): boolean {
+    if (request.reservationIsDefault !== undefined) return request.reservationIsDefault;
+    return request.reservedOutputTokens === this.defaultOutputReservationTokens;
   }
 
   private budgetRefusal(request: AdmissionRequest, reply: number[]): ServiceError {

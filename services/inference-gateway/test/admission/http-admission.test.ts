@@ -157,6 +157,17 @@ describe('200', () => {
   });
 });
 
+describe('default output reservation', () => {
+  it('is capped at a small output budget instead of refusing a request without max_tokens', async () => {
+    const { key } = await keyFor({ output_tokens: 50 });
+    const res = await chat(key, { max_tokens: undefined });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-ratelimit-limit-tokens')).toBe('50');
+    expect(res.headers.get('x-ratelimit-remaining-tokens')).toBe('0');
+    await res.text();
+  });
+});
+
 describe('429 rate_limit_exceeded', () => {
   it('requests budget empty', async () => {
     const { key } = await keyFor({ requests: 1 });
