@@ -272,3 +272,34 @@ describe('settlement', () => {
     expect(usage.totals.output_tokens).toBeLessThan(100);
   });
 });
+
+describe('OpenAPI', () => {
+  it('documents the admin API in GET /openapi.json', async () => {
+    const doc = (await (await fetch(`${baseUrl}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, unknown>>;
+      components: { schemas: Record<string, unknown> };
+    };
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/admin/v1/organizations',
+        '/admin/v1/organizations/{org_id}',
+        '/admin/v1/organizations/{org_id}/keys',
+        '/admin/v1/organizations/{org_id}/keys/{key_id}',
+        '/admin/v1/organizations/{org_id}/usage',
+      ]),
+    );
+    expect(Object.keys(doc.paths['/admin/v1/organizations/{org_id}']!)).toEqual(
+      expect.arrayContaining(['get', 'patch', 'delete']),
+    );
+    expect(doc.components.schemas).toHaveProperty('CreateOrganizationRequest');
+    expect(doc.components.schemas).toHaveProperty('OrganizationUsage');
+  });
+});
+
+describe('admin API without ADMIN_TOKEN', () => {
+  it('is not mounted', async () => {
+    const res = await fetch(`${baseUrl}/admin/v1/organizations`, { headers: { authorization: 'Bearer anything' } });
+    expect(res.status).toBe(404);
+    expect(wiring.adminRouter).toBeUndefined();
+  });
+});
