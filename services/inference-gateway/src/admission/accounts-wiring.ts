@@ -8,6 +8,7 @@ import { adminOpenApi } from '../routes/admin/admin.openapi';
 import { buildAdminRouter } from '../routes/admin/admin.router';
 import type { Admission, Authenticator, Principal } from './admission.types';
 import { ConfigKeyAuthenticator } from './config-key.authenticator';
+import { admissionUnavailable } from './admission-errors';
 import { RedisAdmission } from './redis-admission';
 import { UnmeteredAdmission } from './unmetered.admission';
 
@@ -42,8 +43,16 @@ export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: 
   const configKeys = config.apiKeys.length > 0 ? new ConfigKeyAuthenticator(config.apiKeys) : null;
   const unmetered = new UnmeteredAdmission();
   const authenticator: Authenticator = {
-    authenticate: async (token) =>
-      (configKeys ? await configKeys.authenticate(token) : null) ?? keys.authenticate(token),
+    async authenticate(token) {
+      const fixed = configKeys ? await configKeys.authenticate(token) : null;
+      if (fixed) return fixed;
+      try {
+        return await keys.authenticate(token);
+      } catch (err) {
+        // Redis is unreachable: a 503 to retry, not a 401 (the key may be fine) nor a 500.
+        throw admissionUnavailable(err);
+      }
+    },
   };
   const admission: Admission = {
     admit: (request) => (isConfigKey(request.principal) ? unmetered.admit(request) : metered.admit(request)),
