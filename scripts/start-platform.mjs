@@ -183,6 +183,7 @@ Try it:
     -H 'content-type: application/json' \\
     -d '{"model":"tollway/sim-chat","messages":[{"role":"user","content":"Hello"}]}'
 
+  # with the openai SDK, in a project that has it (npm install openai):
   node --input-type=module -e "
     import OpenAI from 'openai';
     const client = new OpenAI();   // reads OPENAI_BASE_URL and OPENAI_API_KEY
