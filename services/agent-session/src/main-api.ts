@@ -56,6 +56,10 @@ async function main(): Promise<void> {
       )
     : null;
   const server = await listen(app, config.port, config.host);
+  // Longer than the usual client and load-balancer idle timeouts, so the server is not the side
+  // that closes a kept-alive connection just as a client reuses it.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   logger.info('agent session API listening', {
     port: config.port,
     ttl_seconds: config.ttlSeconds,
