@@ -147,3 +147,28 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
 function missingOrg(orgId: string): never {
   throw new CliError(`No organization '${orgId}'.`);
 }
+
+/**
+ * Runs one command line (without `node` and the script name) and returns the exit code:
+ * 0 done, 1 refused (unknown organization, bad option), 2 failed (Redis unreachable…).
+ */
+export async function runCli(args: readonly string[], store: AccountStore, output: CliOutput): Promise<number> {
+  const program = await buildCli(store, output);
+  try {
+    await program.parseAsync([...args], { from: 'user' });
+    return 0;
+  } catch (err) {
+    // Commander has printed its own errors (bad option, --help) already; only the exit code is left.
+    if (isCommanderError(err)) return err.exitCode;
+    if (err instanceof CliError) {
+      output.err(`${err.message}\n`);
+      return 1;
+    }
+    output.err(`tollway: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 2;
+  }
+}
+
+function isCommanderError(err: unknown): err is { exitCode: number } {
+  return err instanceof Error && typeof (err as { exitCode?: unknown }).exitCode === 'number' && 'code' in err;
+}

@@ -5,11 +5,14 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { createAccountStore, createKeyAuthenticator, deleteKeysWithPrefix } from '@tollway/accounts';
 import { RedisAdmission } from '../../src/admission/redis-admission';
+import { nodeCommand } from './gateway-process';
 
 const prefix = `test-${randomUUID()}:`;
 const redis = new Redis('redis://127.0.0.1:6379');
 const store = createAccountStore({ redis, prefix });
 const authenticator = createKeyAuthenticator({ redis, prefix });
+const ENV = { ...process.env, REDIS_PREFIX: prefix, REDIS_URL: 'redis://127.0.0.1:6379' };
+const exec = promisify(execFile);
 
 afterAll(async () => {
   await authenticator.close();
@@ -17,43 +20,56 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-const ENTRY = path.resolve(__dirname, '../../src/cli/main-cli.ts');
-const ENV = { ...process.env, REDIS_PREFIX: prefix, REDIS_URL: 'redis://127.0.0.1:6379' };
-
-/**
- * Runs one command through the real entry point, as `pnpm tollway …` does (commander is an ES
- * module, so the CLI is exercised in a child process rather than inside Jest's CommonJS runtime).
- * Resolves the JSON it printed; rejects with { code, stderr } on a non-zero exit.
- */
-async function run(...args: string[]): Promise<unknown> {
-  const { stdout } = await promisify(execFile)(
-    process.execPath,
-    ['--conditions=@tollway/source', '--import', 'tsx', ENTRY, ...args],
-    { env: ENV },
-  );
-  return JSON.parse(stdout);
+interface Result {
+  code: number;
+  out: string;
+  err: string;
 }
 
-describe('tollway CLI', () => {
-  it('orgs create / get / update / list / delete', async () => {
-    const id = `cli-${randomUUID().slice(0, 8)}`;
-    const created = await run('orgs', 'create', '--name', 'Acme', '--id', id, '--requests', '5', '--credit', '2.5');
-    expect(created).toMatchObject({ id, name: 'Acme', credit: 2.5, budgets: { requests: 5, input_tokens: 100_000 } });
-    const updated = await run('orgs', 'update', id, '--output-tokens', '7', '--add-credit', '1');
-    expect(updated).toMatchObject({ credit: 3.5, budgets: { requests: 5, output_tokens: 7 } });
-    expect(await run('orgs', 'get', id)).toMatchObject({ id, credit: 3.5 });
-    expect((await run('orgs', 'list')) as Array<{ id: string }>).toEqual(
-      expect.arrayContaining([expect.objectContaining({ id })]),
-    );
-    expect(await run('orgs', 'delete', id)).toEqual({ id, deleted: true });
-    await expect(run('orgs', 'delete', id)).rejects.toMatchObject({ code: 1, stderr: `No organization '${id}'.\n` });
-  });
+/**
+ * Runs CLI command lines one after another in one child process (commander is an ES module,
+ * which Jest's CommonJS runtime cannot load): the same `runCli` that `pnpm tollway` runs.
+ */
+async function run(...commands: string[][]): Promise<Result[]> {
+  const [node, ...args] = nodeCommand(path.join(__dirname, 'cli-driver.ts'));
+  const { stdout } = await exec(node!, [...args, JSON.stringify(commands)], { env: ENV });
+  return JSON.parse(stdout) as Result[];
+}
 
-  it('refuses a bad number with a message naming the option', async () => {
-    await expect(run('orgs', 'create', '--name', 'x', '--requests', '-1')).rejects.toMatchObject({
-      code: 1,
-      stderr: expect.stringContaining("'--requests <n>' argument '-1' is invalid"),
+const json = (result: Result | undefined): unknown => {
+  expect(result?.code).toBe(0);
+  return JSON.parse(result!.out);
+};
+
+describe('tollway CLI', () => {
+  it('orgs create / update / get / list / delete, and refusals with exit code 1', async () => {
+    const id = `cli-${randomUUID().slice(0, 8)}`;
+    const results = await run(
+      ['orgs', 'create', '--name', 'Acme', '--id', id, '--requests', '5', '--credit', '2.5'],
+      ['orgs', 'update', id, '--output-tokens', '7', '--add-credit', '1'],
+      ['orgs', 'get', id],
+      ['orgs', 'list'],
+      ['orgs', 'delete', id],
+      ['orgs', 'get', id],
+      ['orgs', 'delete', id],
+      ['orgs', 'create', '--name', 'x', '--requests', '-1'],
+      ['orgs', 'create', '--name', 'Again', '--id', 'bad id'],
+    );
+    expect(json(results[0])).toMatchObject({
+      id,
+      name: 'Acme',
+      credit: 2.5,
+      budgets: { requests: 5, input_tokens: 100_000 },
     });
+    expect(json(results[1])).toMatchObject({ credit: 3.5, budgets: { requests: 5, output_tokens: 7 } });
+    expect(json(results[2])).toMatchObject({ id, credit: 3.5 });
+    expect(json(results[3])).toEqual(expect.arrayContaining([expect.objectContaining({ id })]));
+    expect(json(results[4])).toEqual({ id, deleted: true });
+    expect(results[5]).toEqual({ code: 1, out: '', err: `No organization '${id}'.\n` });
+    expect(results[6]?.code).toBe(1);
+    expect(results[7]?.code).toBe(1);
+    expect(results[7]?.err).toContain("'--requests <n>' argument '-1' is invalid");
+    expect(results[8]).toMatchObject({ code: 1, err: expect.stringContaining('is not valid') });
   });
 
   it('keys create prints a working key once; keys list redacts; keys revoke stops it', async () => {
@@ -62,14 +78,20 @@ describe('tollway CLI', () => {
       budgets: { requests: 1, input_tokens: 1, output_tokens: 1 },
       credit: 1,
     });
-    const created = (await run('keys', 'create', org.id, '--name', 'ops')) as { id: string; key: string };
+    const [createdResult, listedResult] = await run(
+      ['keys', 'create', org.id, '--name', 'ops'],
+      ['keys', 'list', org.id],
+    );
+    const created = json(createdResult) as { id: string; key: string };
     expect(await authenticator.authenticate(created.key)).toEqual({ orgId: org.id, keyId: created.id });
-    const listed = (await run('keys', 'list', org.id)) as Array<{ redacted: string }>;
+    const listed = json(listedResult) as Array<{ redacted: string }>;
     expect(JSON.stringify(listed)).not.toContain(created.key);
     expect(listed[0]?.redacted).toBe(`tw-…${created.key.slice(-4)}`);
-    expect(await run('keys', 'revoke', created.id)).toMatchObject({ id: created.id, revoked_at: expect.any(Number) });
+
+    const [revoked, missing] = await run(['keys', 'revoke', created.id], ['keys', 'revoke', 'key_missing']);
+    expect(json(revoked)).toMatchObject({ id: created.id, revoked_at: expect.any(Number) });
     expect(await authenticator.authenticate(created.key)).toBeNull();
-    await expect(run('keys', 'revoke', 'key_missing')).rejects.toMatchObject({ code: 1 });
+    expect(missing?.code).toBe(1);
   });
 
   it('usage shows what settlement recorded', async () => {
@@ -87,8 +109,18 @@ describe('tollway CLI', () => {
       pricePerMillion: { input: 0, output: 0 },
     });
     await ticket.settle({ prompt_tokens: 3, completion_tokens: 4 });
-    const usage = (await run('usage', org.id, '--minutes', '5')) as { totals: unknown; by_model: unknown[] };
-    expect(usage.totals).toEqual({ requests: 1, input_tokens: 3, output_tokens: 4, spend: 0 });
-    expect(usage.by_model).toHaveLength(1);
+    const [usage, tooMany] = await run(['usage', org.id, '--minutes', '5'], ['usage', org.id, '--minutes', '500']);
+    const report = json(usage) as { totals: unknown; by_model: unknown[] };
+    expect(report.totals).toEqual({ requests: 1, input_tokens: 3, output_tokens: 4, spend: 0 });
+    expect(report.by_model).toHaveLength(1);
+    expect(tooMany?.code).toBe(1);
+  });
+
+  it('runs through its real entry point, reading REDIS_PREFIX from the environment', async () => {
+    const [node, ...args] = nodeCommand(path.resolve(__dirname, '../../src/cli/main-cli.ts'));
+    const id = `entry-${randomUUID().slice(0, 8)}`;
+    const { stdout } = await exec(node!, [...args, 'orgs', 'create', '--name', 'Entry', '--id', id], { env: ENV });
+    expect(JSON.parse(stdout)).toMatchObject({ id, name: 'Entry' });
+    expect((await store.getOrganization(id))?.name).toBe('Entry');
   });
 });
