@@ -70,6 +70,26 @@ describe('POST /sessions', () => {
     expectError(text.body, 'invalid_json');
   });
 
+  it('answers 413 to a body over the limit', async () => {
+    const huge = { state: [{ role: 'user', content: 'x'.repeat(2 * 1024 * 1024) }] };
+    const res = await request(api.app).post('/sessions').send(huge);
+    expect(res.status).toBe(413);
+    expectError(res.body, 'request_too_large');
+  });
+
+  it('answers 503 service_unavailable, not 500, when Redis is unreachable', async () => {
+    const cut = await startReplica(`${prefix}cut:`);
+    await cut.redis.quit();
+    try {
+      const res = await request(cut.app).post('/sessions');
+      expect(res.status).toBe(503);
+      expectError(res.body, 'service_unavailable');
+      expect((await request(cut.app).get('/readyz')).status).toBe(503);
+    } finally {
+      await cut.close().catch(() => undefined);
+    }
+  });
+
   it('answers 503 at the session cap', async () => {
     expect((await request(tiny.app).post('/sessions')).status).toBe(201);
     const res = await request(tiny.app).post('/sessions');
