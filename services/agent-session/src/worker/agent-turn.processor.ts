@@ -1,4 +1,4 @@
-import { UnrecoverableError, type Job } from 'bullmq';
+import { UnrecoverableError, WaitingError, type Job } from 'bullmq';
 import { AgentTurnJob } from '@tollway/contracts';
 import { toStoredMessage } from '../domain/session-rules';
 import type { Logger } from '@tollway/service-kit';
@@ -27,9 +27,9 @@ export interface AgentTurnProcessorDeps {
  * child process, end the turn compare-and-set, then send the webhook. It never throws for a turn
  * that ran (a failed turn is a session state, not a job retry); an invalid payload is unrecoverable.
  */
-export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Job) => Promise<void> {
+export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Job, token?: string) => Promise<void> {
   const clock = deps.clock ?? Date.now;
-  return async (job) => {
+  return async (job, token) => {
     const parsed = AgentTurnJob.safeParse(job.data);
     if (!parsed.success) {
       throw new UnrecoverableError(`invalid agent-turn job: ${parsed.error.issues[0]?.message ?? 'bad payload'}`);
@@ -43,6 +43,11 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     // An agent process first, so a leased turn (what /health counts as running) is always executing.
     const child = await deps.pool.reserve(cancel);
     try {
+      if (!child && !cancel.aborted) {
+        // The worker is shutting down before the turn started: hand the job back to the queue.
+        await job.moveToWait(token);
+        throw new WaitingError();
+      }
       if (!child) {
         reportCancelled(deps, turn, null, clock() - startedAt);
         return;

@@ -48,9 +48,10 @@ const RESPAWN_DELAY_MS = 1000;
 export class ChildPool {
   private readonly children = new Set<PooledChild>();
   private readonly idle: PooledChild[] = [];
-  private readonly waiters: ((child: PooledChild) => void)[] = [];
+  private readonly waiters: ((child: PooledChild | null) => void)[] = [];
   private readonly childFile: string;
   private closed = false;
+  private reserving = true;
   private firstReady: { resolve: () => void; reject: (err: Error) => void } | null = null;
 
   constructor(private readonly options: ChildPoolOptions) {
@@ -78,7 +79,7 @@ export class ChildPool {
    * first. The reservation is used by `run` or handed back with `release`.
    */
   async reserve(cancel: AbortSignal): Promise<ChildReservation | null> {
-    if (cancel.aborted) return null;
+    if (cancel.aborted || !this.reserving) return null;
     const child = await this.acquire(cancel);
     if (!child) return null;
     let used = false;
@@ -144,8 +145,15 @@ export class ChildPool {
     });
   }
 
+  /** Shutdown: turns waiting for a process get none (reserve answers null); running turns go on. */
+  stopReserving(): void {
+    this.reserving = false;
+    for (const waiter of this.waiters.splice(0)) waiter(null);
+  }
+
   /** Kills every child and stops replacing them. */
   async close(): Promise<void> {
+    this.stopReserving();
     this.closed = true;
     const exits = [...this.children].map(
       (child) =>
@@ -220,7 +228,7 @@ export class ChildPool {
     const child = this.idle.pop();
     if (child) return Promise.resolve(child);
     return new Promise((resolve) => {
-      const waiter = (found: PooledChild) => {
+      const waiter = (found: PooledChild | null) => {
         cancel.removeEventListener('abort', onAbort);
         resolve(found);
       };

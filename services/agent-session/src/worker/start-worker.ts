@@ -149,6 +149,7 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   const close = () =>
     (closing ??= (async () => {
       await reaper.stop();
+      pool.stopReserving();
       const closed = worker.close();
       const graceful = await Promise.race([
         closed.then(() => true),

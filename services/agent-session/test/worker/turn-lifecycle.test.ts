@@ -147,6 +147,7 @@ describe('with an agent that raises', () => {
       trace_metrics: null,
     });
     expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
+    expect((await request(api.app).get(`/sessions/${id}?wait=true&timeout=5`)).body.status).toBe('error');
   });
 });
 
@@ -165,13 +166,20 @@ describe('with an agent that calls a slow gateway twice', () => {
   });
 
   const callsFrom = (pid: number) => gateway.received.filter((r) => (r.json as { user?: string }).user === String(pid));
+  /** The process id of the agent that asked the gateway about `content`. */
+  const pidAsking = (content: string) =>
+    (
+      gateway.received.find(
+        (r) => (r.json as { messages: Array<{ content: string }> }).messages[0]?.content === content,
+      )?.json as { user?: string } | undefined
+    )?.user;
 
   it('DELETE while running kills the agent process at once: no further model call, only the cancellation callback', async () => {
     const id = await newSession();
     await request(api.app)
       .post(`/sessions/${id}/messages`)
-      .send({ content: 'work', webhook: { url: `${receiver.url}/hook` } });
-    const pid = Number(await waitFor(() => (gateway.received.at(-1)?.json as { user?: string } | undefined)?.user));
+      .send({ content: 'delete me', webhook: { url: `${receiver.url}/hook` } });
+    const pid = Number(await waitFor(() => pidAsking('delete me')));
     expect(processAlive(pid)).toBe(true);
 
     expect((await request(api.app).delete(`/sessions/${id}`)).status).toBe(204);
@@ -192,21 +200,19 @@ describe('with an agent that calls a slow gateway twice', () => {
 
   it('kill -9 of the agent process mid-turn ends the turn in error, and the turn is not run again', async () => {
     const id = await newSession();
-    await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'work' });
-    const before = gateway.received.length;
-    const pid = Number(
-      await waitFor(
-        () => gateway.received.length > before && (gateway.received.at(-1)?.json as { user?: string }).user,
-      ),
-    );
+    await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'kill me' });
+    const pid = Number(await waitFor(() => pidAsking('kill me')));
     process.kill(pid, 'SIGKILL');
 
     const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=10`);
     expect(done.body.status).toBe('error');
     expect(done.body.error).toBe('turn failed: the agent process exited unexpectedly (signal SIGKILL)');
     await sleep(900);
-    expect(gateway.received.length).toBe(before + 1);
-    expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toEqual([{ role: 'user', content: 'work' }]);
+    expect(callsFrom(pid)).toHaveLength(1);
+    expect(gateway.received.filter((r) => r.body.includes('kill me'))).toHaveLength(1);
+    expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toEqual([
+      { role: 'user', content: 'kill me' },
+    ]);
 
     // The pool replaced the killed process: the next turn runs to completion.
     await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' });
@@ -230,6 +236,31 @@ describe('limits and start-up', () => {
       expect(done.body).toMatchObject({ status: 'error', error: 'turn timed out after 300 ms' });
     } finally {
       await worker.close();
+      await gateway.close();
+    }
+  });
+
+  it('on shutdown lets the running turn finish and hands a turn that had not started back to the queue', async () => {
+    const gateway = await startTestServer((_req, res) => setTimeout(() => sendJson(res, 200, completion('done')), 300));
+    const env = { AGENT_MODULE: fixtureAgent('two-calls'), GATEWAY_BASE_URL: gateway.url, WORKER_CONCURRENCY: '1' };
+    const first = await startTestWorker(prefix, env);
+    let second: RunningWorker | null = null;
+    try {
+      const [a, b] = [await newSession(), await newSession()];
+      await request(api.app).post(`/sessions/${a}/messages`).send({ content: 'first' });
+      await waitFor(() => gateway.received.length === 1);
+      await request(api.app).post(`/sessions/${b}/messages`).send({ content: 'second' });
+      await sleep(200);
+      await first.close();
+      expect((await request(api.app).get(`/sessions/${a}`)).body).toMatchObject({ status: 'idle' });
+      expect((await request(api.app).get(`/sessions/${b}`)).body).toMatchObject({ status: 'running' });
+      expect(gateway.received).toHaveLength(2);
+
+      second = await startTestWorker(prefix, env);
+      const done = await request(api.app).get(`/sessions/${b}?wait=true&timeout=10`);
+      expect(done.body).toMatchObject({ status: 'idle', response: { role: 'assistant', content: 'done' } });
+    } finally {
+      await second?.close();
       await gateway.close();
     }
   });
