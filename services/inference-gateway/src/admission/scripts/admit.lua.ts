@@ -33,7 +33,6 @@ local org = redis.call('HMGET', KEYS[1], 'budget_requests', 'budget_input_tokens
 if not org[1] then return {-1} end
 if (tonumber(org[4]) or 0) <= 0 then return {2} end
 
-local names = {'requests', 'input_tokens', 'output_tokens'}
 local caps = {tonumber(org[1]) or 0, tonumber(org[2]) or 0, tonumber(org[3]) or 0}
 local costs = {1, tonumber(ARGV[2]), tonumber(ARGV[3])}
 if ARGV[7] == '1' and costs[3] > caps[3] then costs[3] = caps[3] end
@@ -88,10 +87,10 @@ if capacity >= 0 then
   redis.call('PEXPIRE', KEYS[3], lease_ms * 2)
 end
 
-for i = 1, 3 do
-  balances[i] = balances[i] - costs[i]
-  redis.call('HSET', KEYS[2], names[i], tostring(balances[i]), names[i] .. ':ts', stamps[i])
-end
+for i = 1, 3 do balances[i] = balances[i] - costs[i] end
+redis.call('HSET', KEYS[2], 'requests', tostring(balances[1]), 'requests:ts', stamps[1],
+  'input_tokens', tostring(balances[2]), 'input_tokens:ts', stamps[2],
+  'output_tokens', tostring(balances[3]), 'output_tokens:ts', stamps[3])
 
 -- The token headers describe whichever token bucket is nearer its limit (smaller share left).
 local t = 2

@@ -34,20 +34,31 @@ local names = {'requests', 'input_tokens', 'output_tokens'}
 local caps = {tonumber(org[1]) or 0, tonumber(org[2]) or 0, tonumber(org[3]) or 0}
 -- What goes back into each bucket: the reservation minus what was really used (negative = charge more).
 local refunds = {settle and 0 or 1, tonumber(ARGV[2]) - used_in, tonumber(ARGV[3]) - used_out}
+local state = redis.call('HMGET', KEYS[2], 'requests', 'requests:ts', 'input_tokens', 'input_tokens:ts',
+  'output_tokens', 'output_tokens:ts')
+local updates = {}
 for i = 1, 3 do
   if refunds[i] ~= 0 then
-    local balance = tonumber(redis.call('HGET', KEYS[2], names[i]))
-    local ts = tonumber(redis.call('HGET', KEYS[2], names[i] .. ':ts'))
+    local balance = tonumber(state[2 * i - 1])
+    local ts = tonumber(state[2 * i])
     if balance ~= nil and ts ~= nil then
       if now > ts and caps[i] > 0 then balance = math.min(caps[i], balance + (now - ts) * caps[i] / 60000) end
       balance = math.min(caps[i], balance + refunds[i])
-      redis.call('HSET', KEYS[2], names[i], tostring(balance), names[i] .. ':ts', math.max(now, ts))
+      ts = math.max(now, ts)
     elseif refunds[i] < 0 then
       -- The bucket was full and forgotten: start it full, then charge.
-      redis.call('HSET', KEYS[2], names[i], tostring(caps[i] + refunds[i]), names[i] .. ':ts', now)
+      balance = caps[i] + refunds[i]
+      ts = now
+    end
+    if balance ~= nil then
+      table.insert(updates, names[i])
+      table.insert(updates, tostring(balance))
+      table.insert(updates, names[i] .. ':ts')
+      table.insert(updates, ts)
     end
   end
 end
+if #updates > 0 then redis.call('HSET', KEYS[2], unpack(updates)) end
 if not settle then return '0' end
 
 local spend = (used_in * tonumber(ARGV[6]) + used_out * tonumber(ARGV[7])) / 1000000
