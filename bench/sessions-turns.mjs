@@ -6,6 +6,7 @@
 // Usage: node bench/sessions-turns.mjs [--dist] [--seconds 10] [--clients 32]
 //   --dist  runs the compiled service (after `pnpm build`) instead of the TypeScript sources.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
@@ -82,6 +83,29 @@ function startWorkerProcess(env) {
   });
 }
 
+/** CPU seconds (user + system) used so far by `pid` and, with `withChildren`, its live children. */
+function cpuSeconds(pid, withChildren = false) {
+  const ticks = (id) => {
+    try {
+      const fields = readFileSync(`/proc/${id}/stat`, 'utf8').split(') ')[1].split(' ');
+      return Number(fields[11]) + Number(fields[12]);
+    } catch {
+      return 0;
+    }
+  };
+  let total = ticks(pid);
+  if (withChildren) {
+    try {
+      for (const child of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/)) {
+        if (child) total += ticks(child);
+      }
+    } catch {
+      // no /proc (not Linux): the figure is left out
+    }
+  }
+  return total / 100;
+}
+
 async function clientLoop(port, deadline, latencies, errors) {
   const created = await call(port, 'POST', '/sessions', {});
   const id = created.body.session_id;
@@ -119,9 +143,15 @@ try {
   await Promise.all(Array.from({ length: clients }, () => clientLoop(port, Date.now() + 1000, [], [])));
   const latencies = [];
   const errors = [];
+  const cpuBefore = { api: cpuSeconds(api.child.pid), worker: cpuSeconds(worker.pid, true) };
   const started = Date.now();
   await Promise.all(Array.from({ length: clients }, () => clientLoop(port, started + seconds * 1000, latencies, errors)));
   const elapsed = (Date.now() - started) / 1000;
+  const cpuMsPerTurn = (before, after) => Number(((1000 * (after - before)) / Math.max(1, latencies.length)).toFixed(2));
+  const cpu = {
+    api: cpuMsPerTurn(cpuBefore.api, cpuSeconds(api.child.pid)),
+    worker_and_agent_processes: cpuMsPerTurn(cpuBefore.worker, cpuSeconds(worker.pid, true)),
+  };
   latencies.sort((a, b) => a - b);
   console.log(
     JSON.stringify(
@@ -134,6 +164,7 @@ try {
         turns_per_second: Math.round(latencies.length / elapsed),
         turn_latency_ms: { p50: Number(quantile(latencies, 0.5).toFixed(2)), p99: Number(quantile(latencies, 0.99).toFixed(2)) },
         errors: errors.length,
+        cpu_ms_per_turn: cpu,
         goal_turns_per_second: 500,
       },
       null,
