@@ -138,6 +138,47 @@ describe('RedisAdmission budgets', () => {
   });
 });
 
+describe('RedisAdmission bucket edge cases', () => {
+  it('clamps a balance to a lowered budget and refills to the raised one', async () => {
+    const o = await org({ requests: 100, input_tokens: 1000, output_tokens: 1000 });
+    await admission.admit(request(o.id));
+    await store.updateOrganization(o.id, { budgets: { requests: 10 } });
+    const lowered = await admission.admit(request(o.id));
+    expect(lowered.headers['x-ratelimit-limit-requests']).toBe('10');
+    expect(lowered.headers['x-ratelimit-remaining-requests']).toBe('9');
+    await store.updateOrganization(o.id, { budgets: { requests: 20 } });
+    now += 60_000;
+    const raised = await admission.admit(request(o.id));
+    expect(raised.headers['x-ratelimit-remaining-requests']).toBe('19');
+  });
+
+  it('refuses every request of a zero budget as never admissible', async () => {
+    const o = await org({ requests: 0, input_tokens: 1000, output_tokens: 1000 });
+    const err = await refusal(admission.admit(request(o.id)));
+    expect(err).toMatchObject({ status: 429, type: 'requests' });
+    expect(err.headers['x-should-retry']).toBe('false');
+  });
+
+  it('does not refill twice when a replica with a lagging clock writes after one ahead', async () => {
+    const o = await org({ requests: 60, input_tokens: 1000, output_tokens: 1000 });
+    const ahead = new RedisAdmission({ redis, prefix, now: () => now + 5000 });
+    await ahead.admit(request(o.id)); // 59 left, stamped now + 5 s
+    const lagging = await admission.admit(request(o.id)); // clock 5 s behind: no refill, stamp kept
+    expect(lagging.headers['x-ratelimit-remaining-requests']).toBe('58');
+    now += 5000;
+    const again = await admission.admit(request(o.id)); // at the stamp: still nothing refilled
+    expect(again.headers['x-ratelimit-remaining-requests']).toBe('57');
+  });
+
+  it('charges output beyond the reservation when the engine produced more', async () => {
+    const o = await org({ requests: 100, input_tokens: 1000, output_tokens: 1000 });
+    const ticket = await admission.admit(request(o.id, { reservedOutputTokens: 100 }));
+    await ticket.settle({ prompt_tokens: 10, completion_tokens: 300 });
+    const next = await admission.admit(request(o.id, { reservedOutputTokens: 100 }));
+    expect(next.headers['x-ratelimit-remaining-tokens']).toBe('600');
+  });
+});
+
 describe('RedisAdmission credit and usage', () => {
   it('charges usage × price, records usage, and refuses with 402 once credit is gone', async () => {
     const o = await org({ requests: 100, input_tokens: 1_000_000, output_tokens: 1_000_000 }, 0.003);
