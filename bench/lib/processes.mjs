@@ -10,13 +10,13 @@ export function nodeArgs(file) {
 }
 
 /**
- * Starts `file` with `args` and `env`; resolves once a stdout line parses as JSON with a
+ * Starts `file` with `args` and `env` (and node flags `execArgv`, e.g. `--cpu-prof`); resolves once a stdout line parses as JSON with a
  * `message` containing "listening" and a numeric `port`. Rejects if the process exits first or
  * after `timeoutMs`.
  */
-export function startService(file, { args = [], env = {}, cwd, timeoutMs = 30_000 } = {}) {
+export function startService(file, { args = [], env = {}, cwd, timeoutMs = 30_000, execArgv = [] } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs(file), ...args], {
+    const child = spawn(process.execPath, [...execArgv, ...nodeArgs(file), ...args], {
       cwd,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -61,6 +61,16 @@ export function rssOf(pid) {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const match = /VmRSS:\s+(\d+) kB/.exec(status);
     return match ? Number(match[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** CPU time (user + system) a process has used so far, in ms (Linux /proc, 100 ticks a second), or null. */
+export function cpuMsOf(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return null;
   }

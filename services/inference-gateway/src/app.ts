@@ -1,3 +1,4 @@
+import { createServer } from 'node:http';
 import express, { type Express, type Router } from 'express';
 import type { Redis } from 'ioredis';
 import type { InferenceOpenApiOptions } from '@tollway/contracts';
@@ -8,6 +9,7 @@ import type { GatewayConfig } from './config';
 import type { EngineRegistry } from './engines';
 import { endpointNotFound } from './errors';
 import { requireApiKey } from './http/auth.middleware';
+import { chatFastPath } from './http/chat-fast-path';
 import { engineShapedErrors } from './http/engine-error.middleware';
 import { chatCompletionsHandler } from './routes/chat-completions.route';
 import { healthRouter } from './routes/health.route';
@@ -29,9 +31,26 @@ export interface GatewayDeps {
   openApi?: InferenceOpenApiOptions;
 }
 
-/** Builds the gateway's express app (never listens). */
+/**
+ * Builds the gateway's express app (never listens). Its `listen` serves `POST /v1/chat/completions`
+ * on a fast path ahead of express (see http/chat-fast-path.ts); everything else goes to express.
+ */
 export function buildApp(deps: GatewayDeps): Express {
   const app = express();
+  const chatDeps = {
+    catalog: deps.catalog,
+    engines: deps.engines,
+    admission: deps.admission,
+    logger: deps.logger,
+    defaultOutputReservationTokens: deps.config.defaultOutputReservationTokens,
+  };
+  const fast = chatFastPath({ ...chatDeps, authenticator: deps.authenticator, maxBodyBytes: deps.config.maxBodyBytes });
+  app.listen = ((...args: unknown[]) => {
+    const server = createServer((req, res) => {
+      if (!fast(req, res)) app(req, res);
+    });
+    return server.listen(...(args as Parameters<typeof server.listen>));
+  }) as Express['listen'];
   app.disable('x-powered-by');
   app.disable('etag');
   app.use(requestId());
@@ -43,18 +62,7 @@ export function buildApp(deps: GatewayDeps): Express {
   // Any content type is read as JSON: clients that forget the header still get a JSON answer.
   const json = express.json({ limit: deps.config.maxBodyBytes, type: () => true });
   app.use('/v1', modelsRouter(deps.catalog, auth));
-  app.post(
-    '/v1/chat/completions',
-    auth,
-    json,
-    chatCompletionsHandler({
-      catalog: deps.catalog,
-      engines: deps.engines,
-      admission: deps.admission,
-      logger: deps.logger,
-      defaultOutputReservationTokens: deps.config.defaultOutputReservationTokens,
-    }),
-  );
+  app.post('/v1/chat/completions', auth, json, chatCompletionsHandler(chatDeps));
   // Unimplemented endpoints are 404 whether or not a key was sent.
   app.use((req, _res, next) => next(endpointNotFound(req.method, req.path)));
   app.use(engineShapedErrors());

@@ -22,6 +22,20 @@ export function modelRequired(): ServiceError {
   });
 }
 
+/** 400 `invalid_json`: the body is not JSON. */
+export function invalidJson(cause?: unknown): ServiceError {
+  return new ServiceError({ status: 400, code: INFERENCE_ERROR_CODES.invalidJson, message: 'The request body is not valid JSON.', cause });
+}
+
+/** 400 `request_too_large`: the body is over MAX_BODY_BYTES (the spec answers 400, not 413). */
+export function requestTooLarge(limitBytes: number): ServiceError {
+  return new ServiceError({
+    status: 400,
+    code: INFERENCE_ERROR_CODES.requestTooLarge,
+    message: `The request body is larger than the limit of ${limitBytes} bytes.`,
+  });
+}
+
 /** 400 `invalid_json`: the body parses but is not a JSON object. */
 export function bodyNotObject(): ServiceError {
   return new ServiceError({

@@ -34,6 +34,8 @@ export const SimulationOptions = z.strictObject({
   max_model_len: z.number().int().min(16).default(32_768),
   /** Emit `reasoning_content` before the answer, counted as reasoning tokens. */
   reasoning: z.boolean().default(false),
+  /** Write until max_tokens instead of ending at a sentence's end (vLLM's `ignore_eos`), for load tests. */
+  ignore_eos: z.boolean().default(false),
   /** Shape of parameter errors: vLLM's flat JSON, or a `text/plain` body. */
   error_style: z.enum(['json', 'text']).default('json'),
 });

@@ -63,7 +63,6 @@ async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse):
     throw err;
   }
   res.writeHead(200, { ...admitted.ticket.headers, ...SSE_HEADERS });
-  res.flushHeaders();
   const normaliser = new ChunkNormaliser(admitted.modelId, admitted.inputTokens);
   const result = await relayStream(res, stream, normaliser, admitted.call.signal);
   if (result.outcome === 'failed') {

@@ -9,6 +9,23 @@ export interface EngineCall {
   signal: AbortSignal;
 }
 
+/**
+ * Engines may attach a chunk's exact JSON text under this key (a symbol, so JSON.stringify skips
+ * it). The relay then sends that text as it is when it leaves the chunk unchanged, which saves a
+ * re-serialisation per chunk; whoever changes a chunk deletes the key.
+ */
+export const RAW_JSON: unique symbol = Symbol('raw-json');
+
+/** A streamed chunk, possibly carrying its exact JSON text. */
+export type EngineChunk = ChatCompletionChunk & { [RAW_JSON]?: string };
+
+/**
+ * One item of a stream batch: a chunk, or the exact compact JSON text of a chunk the relay will
+ * pass on unchanged (see `streaming/passthrough.ts`): most chunks of a long stream, which then
+ * cost neither a parse nor a re-serialisation.
+ */
+export type StreamItem = EngineChunk | string;
+
 /** A non-streamed answer. */
 export interface CompletionResult {
   completion: ChatCompletionResponse;
@@ -23,9 +40,9 @@ export interface CompletionResult {
  */
 export interface ChunkStream {
   /** The first batch, non-empty. */
-  first: ChatCompletionChunk[];
+  first: StreamItem[];
   /** The rest; ends when the engine signalled the end (`[DONE]`), throws when the stream broke. */
-  rest: AsyncIterable<ChatCompletionChunk[]>;
+  rest: AsyncIterable<StreamItem[]>;
 }
 
 /** The engine-side half of a model: one kind per folder under `engines/`, created in `engines/index.ts`. */

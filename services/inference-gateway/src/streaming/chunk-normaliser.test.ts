@@ -45,6 +45,21 @@ describe('ChunkNormaliser', () => {
     expect(normaliser.settledUsage()).toEqual({ prompt_tokens: 12, completion_tokens: 6 });
   });
 
+  it('passes text items on as they are once open, parses one that opens the stream, and reads usage from the latest', () => {
+    const normaliser = new ChunkNormaliser('a/b', 3);
+    const out: Array<ChatCompletionChunk | string> = [];
+    const text = (n: number) =>
+      `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"a/b","choices":[{"index":0,"delta":{"content":"w"},"finish_reason":null}],"usage":{"prompt_tokens":4,"completion_tokens":${n},"total_tokens":${4 + n}}}`;
+    normaliser.accept(text(1), out);
+    normaliser.accept(text(2), out);
+    normaliser.accept(text(3), out);
+    expect(typeof out[0]).toBe('object');
+    expect((out[0] as ChatCompletionChunk).choices[0]?.delta.role).toBe('assistant');
+    expect(typeof out[1]).toBe('object');
+    expect(out.slice(2)).toEqual([text(2), text(3)]);
+    expect(normaliser.settledUsage()).toEqual({ prompt_tokens: 4, completion_tokens: 3 });
+  });
+
   it('opens with a role chunk even when the engine sent no choice at all', () => {
     const normaliser = new ChunkNormaliser('a/b', 3);
     const out: ChatCompletionChunk[] = [];

@@ -1,5 +1,6 @@
 import type { ChatCompletionChunk, ChunkChoice, Usage } from '@tollway/contracts';
 import type { SettledUsage } from '../admission/admission.types';
+import { RAW_JSON, type EngineChunk, type StreamItem } from '../engines/engine.types';
 import { countTextTokens } from '../tokenizer/count-tokens';
 
 /**
@@ -13,8 +14,10 @@ import { countTextTokens } from '../tokenizer/count-tokens';
 export class ChunkNormaliser {
   private started = false;
   private template: Pick<ChatCompletionChunk, 'id' | 'created' | 'model'> | null = null;
-  /** The latest cumulative usage the engine reported, on any chunk. */
+  /** The latest cumulative usage the engine reported, on any chunk (see `latestUsage`). */
   private engineUsage: Usage | null = null;
+  /** A passed-through chunk newer than `engineUsage`, whose usage is read only when needed. */
+  private usageText: string | null = null;
   /** The engine's final usage chunk, if it sent one. */
   private finalUsage: Usage | null = null;
   /** Pieces relayed, a cheap running count for engines without per-chunk usage. */
@@ -27,9 +30,26 @@ export class ChunkNormaliser {
     private readonly promptTokens: number,
   ) {}
 
-  /** The chunks to send for one engine chunk (none, one, or a role chunk and the chunk). */
-  accept(chunk: ChatCompletionChunk, out: ChatCompletionChunk[]): void {
-    if (isUsage(chunk.usage)) this.engineUsage = chunk.usage;
+  /** The items to send for one engine item (none, one, or a role chunk and the chunk). */
+  accept(item: StreamItem, out: StreamItem[]): void {
+    if (typeof item === 'string') {
+      // A passthrough chunk (streaming/passthrough.ts): sent as it is once the stream has opened.
+      if (this.started) {
+        this.usageText = item;
+        this.pieces++;
+        out.push(item);
+        return;
+      }
+      item = JSON.parse(item) as EngineChunk;
+    }
+    this.acceptChunk(item, out);
+  }
+
+  private acceptChunk(chunk: EngineChunk, out: StreamItem[]): void {
+    if (isUsage(chunk.usage)) {
+      this.engineUsage = chunk.usage;
+      this.usageText = null;
+    }
     this.template ??= { id: chunk.id, created: chunk.created, model: this.modelId };
     if (chunk.choices.length === 0) {
       if (isUsage(chunk.usage)) this.finalUsage = chunk.usage;
@@ -38,25 +58,30 @@ export class ChunkNormaliser {
     if (!this.started) {
       this.started = true;
       if (isBareRoleChunk(chunk.choices)) {
-        delete chunk.usage;
+        if ('usage' in chunk) dropUsage(chunk);
         out.push(chunk);
         return;
       }
       out.push(this.roleChunk(chunk.choices.map((choice) => choice.index)));
       for (const choice of chunk.choices) if (choice.delta) delete choice.delta.role;
+      delete chunk[RAW_JSON];
     }
     let finishing = false;
     for (const choice of chunk.choices) {
       if (choice.finish_reason) finishing = true;
       this.count(choice);
     }
-    if (finishing) delete chunk.usage;
-    else if (!isUsage(chunk.usage)) chunk.usage = this.runningUsage();
+    if (finishing) {
+      if ('usage' in chunk) dropUsage(chunk);
+    } else if (!isUsage(chunk.usage)) {
+      chunk.usage = this.runningUsage();
+      delete chunk[RAW_JSON];
+    }
     out.push(chunk);
   }
 
   /** The closing chunks: a role chunk if nothing was sent yet, then the totals with empty `choices`. */
-  finish(out: ChatCompletionChunk[]): void {
+  finish(out: StreamItem[]): void {
     if (!this.started) {
       this.started = true;
       out.push(this.roleChunk([0]));
@@ -66,7 +91,7 @@ export class ChunkNormaliser {
 
   /** What the request consumed: the engine's final or latest usage, else a count of what was relayed. */
   settledUsage(): SettledUsage {
-    const usage = this.finalUsage ?? this.engineUsage;
+    const usage = this.finalUsage ?? this.latestUsage();
     if (usage) return { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens };
     return { prompt_tokens: this.promptTokens, completion_tokens: countTextTokens(this.text.join('')) };
   }
@@ -77,16 +102,27 @@ export class ChunkNormaliser {
     return { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
   }
 
+  /** The engine's latest usage, reading a passed-through chunk's usage if that is the newest. */
+  private latestUsage(): Usage | null {
+    if (this.usageText !== null) {
+      const usage = (JSON.parse(this.usageText) as { usage?: unknown }).usage;
+      this.usageText = null;
+      if (isUsage(usage)) this.engineUsage = usage;
+    }
+    return this.engineUsage;
+  }
+
   private runningUsage(): Usage {
-    const prompt = this.engineUsage?.prompt_tokens ?? this.promptTokens;
-    const completion = Math.max(this.engineUsage?.completion_tokens ?? 0, this.pieces);
+    const latest = this.latestUsage();
+    const prompt = latest?.prompt_tokens ?? this.promptTokens;
+    const completion = Math.max(latest?.completion_tokens ?? 0, this.pieces);
     return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
   }
 
   private count(choice: ChunkChoice): void {
     const delta = choice.delta;
     if (!delta) return;
-    const keepText = this.engineUsage === null;
+    const keepText = this.engineUsage === null && this.usageText === null;
     if (delta.content) {
       this.pieces++;
       if (keepText) this.text.push(delta.content);
@@ -112,6 +148,11 @@ export class ChunkNormaliser {
     const template = this.template ?? { id: 'chatcmpl-gateway', created: Math.floor(Date.now() / 1000), model: this.modelId };
     return { id: template.id, object: 'chat.completion.chunk', created: template.created, model: template.model };
   }
+}
+
+function dropUsage(chunk: EngineChunk): void {
+  delete chunk.usage;
+  delete chunk[RAW_JSON];
 }
 
 function isUsage(value: unknown): value is Usage {

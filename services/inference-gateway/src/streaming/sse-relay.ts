@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { SSE_DONE_LINE, type ChatCompletionChunk } from '@tollway/contracts';
 import type { SettledUsage } from '../admission/admission.types';
-import { EngineAbortedError, EngineStreamError, type ChunkStream } from '../engines/engine.types';
+import { EngineAbortedError, EngineStreamError, RAW_JSON, type ChunkStream, type StreamItem } from '../engines/engine.types';
 import type { ChunkNormaliser } from './chunk-normaliser';
 
 /** Headers of every SSE response. */
@@ -34,7 +34,7 @@ export async function relayStream(
   normaliser: ChunkNormaliser,
   signal: AbortSignal,
 ): Promise<RelayResult> {
-  const out: ChatCompletionChunk[] = [];
+  const out: StreamItem[] = [];
   const rest = stream.rest[Symbol.asyncIterator]();
   try {
     for (const chunk of stream.first) normaliser.accept(chunk, out);
@@ -73,9 +73,9 @@ export function streamErrorEvent(err: unknown): { error: { message: string; type
   return { error: { message, type: 'server_error', param: null, code: 'engine_stream_error' } };
 }
 
-function frames(chunks: readonly ChatCompletionChunk[]): string {
+function frames(items: readonly StreamItem[]): string {
   let text = '';
-  for (const chunk of chunks) text += `data: ${JSON.stringify(chunk)}\n\n`;
+  for (const item of items) text += `data: ${typeof item === 'string' ? item : (item[RAW_JSON] ?? JSON.stringify(item))}\n\n`;
   return text;
 }
 

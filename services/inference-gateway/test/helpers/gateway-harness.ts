@@ -90,6 +90,7 @@ export async function startSim(options: Partial<SimulationOptions> = {}): Promis
     default_max_tokens: 32,
     max_model_len: 4096,
     reasoning: false,
+    ignore_eos: false,
     error_style: 'json',
     ...options,
   });

@@ -2,9 +2,10 @@ import type { ChatCompletionChunk, ChatCompletionResponse } from '@tollway/contr
 import type { Dispatcher } from 'undici';
 import type { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
 import { badEngineResponse, engineUnavailable, upstreamTimeout } from '../../errors';
+import { isPassthroughChunk } from '../../streaming/passthrough';
 import { SseParser } from '../../streaming/sse-parser';
 import { EngineHttpError, flattenEngineError } from '../engine-error';
-import { EngineAbortedError, EngineStreamError, type ChunkStream, type CompletionResult, type Engine, type EngineCall } from '../engine.types';
+import { EngineAbortedError, EngineStreamError, RAW_JSON, type ChunkStream, type EngineChunk, type StreamItem, type CompletionResult, type Engine, type EngineCall } from '../engine.types';
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
 import { toEngineBody } from './to-engine';
 
@@ -30,6 +31,8 @@ const CONNECT_ERRORS = new Set([
 export class OpenAICompatibleEngine implements Engine {
   private readonly replicas: ReplicaSet;
   private readonly continuousUsage: boolean;
+  /** `"model":"<catalog id>"` as compact JSON writes it. */
+  private readonly modelField: string;
 
   constructor(
     private readonly modelId: string,
@@ -38,6 +41,7 @@ export class OpenAICompatibleEngine implements Engine {
   ) {
     this.replicas = new ReplicaSet(spec.replicas, modelId, options);
     this.continuousUsage = spec.continuous_usage_stats;
+    this.modelField = `"model":${JSON.stringify(modelId)}`;
   }
 
   async complete(call: EngineCall): Promise<CompletionResult> {
@@ -66,7 +70,7 @@ export class OpenAICompatibleEngine implements Engine {
   async stream(call: EngineCall): Promise<ChunkStream> {
     const { replica, response } = await this.send(call);
     const chunks = this.readChunks(response.body, replica, call.signal);
-    let first: IteratorResult<ChatCompletionChunk[]>;
+    let first: IteratorResult<StreamItem[]>;
     try {
       first = await chunks.next();
     } catch (err) {
@@ -150,12 +154,12 @@ export class OpenAICompatibleEngine implements Engine {
   }
 
   /** Parses the engine's SSE into chunk batches; throws EngineStreamError when the stream breaks. */
-  private async *readChunks(body: Dispatcher.ResponseData['body'], replica: Replica, signal: AbortSignal): AsyncGenerator<ChatCompletionChunk[]> {
+  private async *readChunks(body: Dispatcher.ResponseData['body'], replica: Replica, signal: AbortSignal): AsyncGenerator<StreamItem[]> {
     const parser = new SseParser();
     let done = false;
     try {
       for await (const bytes of body) {
-        const batch: ChatCompletionChunk[] = [];
+        const batch: StreamItem[] = [];
         let broken: unknown = null;
         for (const payload of parser.push(bytes as Buffer)) {
           if (done || broken) continue;
@@ -163,8 +167,13 @@ export class OpenAICompatibleEngine implements Engine {
             done = true;
             continue;
           }
+          const text = isPassthroughChunk(payload) ? this.withCatalogModel(payload, replica) : null;
+          if (text !== null) {
+            batch.push(text);
+            continue;
+          }
           try {
-            batch.push(this.parseChunk(payload));
+            batch.push(this.parseChunk(payload, replica));
           } catch (err) {
             broken = err;
           }
@@ -172,10 +181,11 @@ export class OpenAICompatibleEngine implements Engine {
         // Chunks that came before a broken event in the same read still reach the client first.
         if (batch.length > 0) yield batch;
         if (broken) throw broken;
-        if (done) break;
+        // After [DONE] the loop reads on to the end of the body (engines end it right away):
+        // leaving a for-await early would destroy the body and with it the keep-alive connection.
       }
       if (!done) {
-        const batch = parser.end().filter((payload) => payload !== '[DONE]').map((payload) => this.parseChunk(payload));
+        const batch = parser.end().filter((payload) => payload !== '[DONE]').map((payload) => this.parseChunk(payload, replica));
         if (batch.length > 0) yield batch;
         throw new EngineStreamError('The engine ended the stream before [DONE].', null);
       }
@@ -190,7 +200,14 @@ export class OpenAICompatibleEngine implements Engine {
     }
   }
 
-  private parseChunk(payload: string): ChatCompletionChunk {
+  /** The chunk text naming the catalog id, or null when its model field is not found as expected. */
+  private withCatalogModel(payload: string, replica: Replica): string | null {
+    if (payload.includes(this.modelField)) return payload;
+    if (payload.includes(replica.modelField)) return payload.replace(replica.modelField, () => this.modelField);
+    return null;
+  }
+
+  private parseChunk(payload: string, replica: Replica): ChatCompletionChunk {
     let parsed: unknown;
     try {
       parsed = JSON.parse(payload);
@@ -204,8 +221,16 @@ export class OpenAICompatibleEngine implements Engine {
     }
     if (record.object === 'error') throw new EngineStreamError('The engine reported an error mid-stream.', record);
     if (!Array.isArray(record.choices)) throw new EngineStreamError('The engine sent a chunk without choices.', null);
-    const chunk = parsed as ChatCompletionChunk;
-    if (chunk.model !== this.modelId) chunk.model = this.modelId;
+    const chunk = parsed as EngineChunk;
+    if (chunk.model === this.modelId) {
+      chunk[RAW_JSON] = payload;
+    } else {
+      // Compact JSON (vLLM, SGLang) has exactly one `"model":"<name>"`: swap the name in the text.
+      if (chunk.model === replica.upstreamModel && payload.includes(replica.modelField)) {
+        chunk[RAW_JSON] = payload.replace(replica.modelField, () => this.modelField);
+      }
+      chunk.model = this.modelId;
+    }
     return chunk;
   }
 

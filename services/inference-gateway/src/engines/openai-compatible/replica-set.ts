@@ -10,6 +10,8 @@ export interface Replica {
   readonly modelsPath: string;
   readonly headers: Record<string, string>;
   readonly upstreamModel: string;
+  /** `"model":"<upstream name>"` as compact JSON writes it. */
+  readonly modelField: string;
   /** Requests sent and not yet finished. */
   outstanding: number;
   /** Where it runs, for logs (origin only; never the key). */
@@ -50,6 +52,7 @@ export class ReplicaSet {
         modelsPath: `${base}/models`,
         headers,
         upstreamModel: spec.model ?? modelId,
+        modelField: `"model":${JSON.stringify(spec.model ?? modelId)}`,
         outstanding: 0,
         origin: url.origin,
       };

@@ -12,6 +12,7 @@ async function main(): Promise<void> {
       default_max_tokens: config.defaultMaxTokens,
       max_model_len: config.maxModelLen,
       reasoning: config.reasoning,
+      ignore_eos: config.ignoreEos,
       error_style: config.errorStyle,
     },
     config.modelName,

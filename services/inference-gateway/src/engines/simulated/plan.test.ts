@@ -35,6 +35,12 @@ describe('simulated completion plan', () => {
     expect(plan.choices[0]!.finishReason).toBe('stop');
   });
 
+  it('writes up to max_tokens when told to ignore the end of sentences', () => {
+    const plan = planCompletion({ ...base, max_tokens: 300 }, { ...options, ignoreEos: true });
+    expect(plan.choices[0]).toMatchObject({ completionTokens: 300, finishReason: 'length' });
+    expect(countTextTokens(plan.choices[0]!.contentPieces.join(''))).toBe(300);
+  });
+
   it('gives n different choices', () => {
     const plan = planCompletion({ ...base, n: 3 }, options);
     expect(plan.choices.map((choice) => choice.index)).toEqual([0, 1, 2]);

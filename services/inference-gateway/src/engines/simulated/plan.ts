@@ -66,6 +66,8 @@ export interface CompletionPlan {
 export interface PlanOptions {
   defaultMaxTokens: number;
   reasoning: boolean;
+  /** Generate up to max_tokens instead of stopping at the end of a sentence. */
+  ignoreEos?: boolean;
 }
 
 /** Plans a completion for a validated request. */
@@ -116,6 +118,8 @@ function planChoice(
   const format = request.response_format?.type;
   const wantsJson = format === 'json_object' || format === 'json_schema';
   const natural = wantsJson ? tokenPieces(JSON.stringify(jsonAnswer(request, rng))) : sentence(rng);
+  // Like vLLM's ignore_eos: keep writing sentences until max_tokens (for load tests).
+  while (options.ignoreEos && !wantsJson && natural.length < budget) natural.push(...sentence(rng).map((p, i) => (i === 0 ? ` ${p}` : p)));
   const contentPieces: string[] = [];
   let finishReason: FinishReason = 'stop';
   let text = '';

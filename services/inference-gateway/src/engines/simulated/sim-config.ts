@@ -21,6 +21,8 @@ export const SimConfigSchema = z.object({
   maxModelLen: z.coerce.number().int().min(16).default(32_768),
   /** Emit reasoning_content; default false. */
   reasoning: envBoolean.default(false),
+  /** Write until max_tokens instead of ending sentences early (vLLM's ignore_eos); default false. */
+  ignoreEos: envBoolean.default(false),
   /** Parameter errors as vLLM's flat JSON (`json`) or `text/plain` (`text`); default json. */
   errorStyle: z.enum(['json', 'text']).default('json'),
 });
@@ -36,6 +38,7 @@ const SOURCES: Record<keyof z.infer<typeof SimConfigSchema>, ConfigSource> = {
   defaultMaxTokens: { env: 'SIM_DEFAULT_MAX_TOKENS', flag: 'default-max-tokens' },
   maxModelLen: { env: 'SIM_MAX_MODEL_LEN', flag: 'max-model-len' },
   reasoning: { env: 'SIM_REASONING', flag: 'reasoning', boolean: true },
+  ignoreEos: { env: 'SIM_IGNORE_EOS', flag: 'ignore-eos', boolean: true },
   errorStyle: { env: 'SIM_ERROR_STYLE', flag: 'error-style' },
 };
 

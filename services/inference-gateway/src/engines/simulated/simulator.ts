@@ -51,7 +51,11 @@ export class Simulator {
     if (request.top_logprobs != null && request.top_logprobs > 0 && !request.logprobs) {
       throw new SimParameterError('when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs');
     }
-    const plan = planCompletion(request, { defaultMaxTokens: this.options.default_max_tokens, reasoning: this.options.reasoning });
+    const plan = planCompletion(request, {
+      defaultMaxTokens: this.options.default_max_tokens,
+      reasoning: this.options.reasoning,
+      ignoreEos: this.options.ignore_eos,
+    });
     const requested = request.max_completion_tokens ?? request.max_tokens ?? 0;
     if (plan.promptTokens + requested > this.options.max_model_len) {
       throw new SimParameterError(

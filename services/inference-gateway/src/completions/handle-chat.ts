@@ -1,0 +1,48 @@
+import type { ServerResponse } from 'node:http';
+import type { Logger } from '@tollway/service-kit';
+import type { Admission, Principal } from '../admission/admission.types';
+import { outputReservation } from '../admission/output-reservation';
+import type { CatalogStore } from '../catalog/catalog-store';
+import type { EngineRegistry } from '../engines';
+import { modelNotFound } from '../errors';
+import { countPromptTokens } from '../tokenizer/count-tokens';
+import { validateChatRequest } from '../validation/chat-request';
+import { serveCompletion } from './serve-completion';
+
+/** What serving a chat completion needs. */
+export interface ChatDeps {
+  catalog: CatalogStore;
+  engines: EngineRegistry;
+  admission: Admission;
+  logger: Logger;
+  /** Output tokens reserved when a request sets neither max_tokens nor max_completion_tokens. */
+  defaultOutputReservationTokens: number;
+}
+
+/**
+ * One chat completion from a parsed body: validate → count and admit → serve from the model's
+ * engine (JSON or SSE). Throws for the caller's error writer before the response has started.
+ */
+export async function handleChat(deps: ChatDeps, body: unknown, principal: Principal, requestId: string, res: ServerResponse): Promise<void> {
+  const { request, model } = validateChatRequest(body, deps.catalog);
+  const engine = deps.engines.get(model.id);
+  if (!engine) throw modelNotFound(model.id);
+  const controller = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  const inputTokens = countPromptTokens(request.messages);
+  const reservedOutputTokens = outputReservation(request, deps.defaultOutputReservationTokens).tokens;
+  const ticket = await deps.admission.admit({
+    principal,
+    modelId: model.id,
+    inputTokens,
+    reservedOutputTokens,
+    capacity: model.capacity,
+    pricePerMillion: model.price_per_million,
+  });
+  await serveCompletion(
+    { engine, call: { request, signal: controller.signal }, ticket, modelId: model.id, inputTokens, reservedOutputTokens, requestId, logger: deps.logger },
+    res,
+  );
+}

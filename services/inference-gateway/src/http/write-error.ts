@@ -1,0 +1,46 @@
+import type { ServerResponse } from 'node:http';
+import { ServiceError, serializeError, type Logger } from '@tollway/service-kit';
+import { EngineHttpError, toClientEngineError } from '../engines/engine-error';
+import { ParameterError } from '../errors';
+
+/**
+ * Writes the two error kinds that are not the envelope: parameter failures in the engine's flat
+ * shape and engine refusals passed through. Returns false for any other error.
+ */
+export function writeEngineShapedError(res: ServerResponse, err: unknown): boolean {
+  if (err instanceof ParameterError) {
+    const body = JSON.stringify(err.toBody());
+    res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+    return true;
+  }
+  if (err instanceof EngineHttpError) {
+    const answer = toClientEngineError(err);
+    const body = typeof answer.body === 'string' ? Buffer.from(answer.body) : answer.body;
+    res.writeHead(answer.status, { 'content-type': answer.contentType, 'content-length': body.length });
+    res.end(body);
+    return true;
+  }
+  return false;
+}
+
+/**
+ * The fast path's error writer, equal to the express error middlewares: engine-shaped errors,
+ * ServiceErrors in the envelope with their headers, anything else a logged 500 that leaks nothing.
+ */
+export function writeError(res: ServerResponse, err: unknown, logger: Logger, requestId: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  if (writeEngineShapedError(res, err)) return;
+  const known = err instanceof ServiceError;
+  const error = known
+    ? err
+    : new ServiceError({ status: 500, type: 'server_error', code: 'internal_error', message: 'The server failed to handle the request.' });
+  if (!known) logger.error('unhandled error', { request_id: requestId, err: serializeError(err) });
+  else if (error.status >= 500) logger.error('request failed', { request_id: requestId, status: error.status, code: error.code });
+  const body = JSON.stringify(error.toBody());
+  res.writeHead(error.status, { ...error.headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}

@@ -1,0 +1,30 @@
+import { isPassthroughChunk } from './passthrough';
+
+const token = (extra: string) =>
+  `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"logprobs":null,"finish_reason":null${extra}}]`;
+
+describe('isPassthroughChunk', () => {
+  it('passes a compact token chunk with its own usage', () => {
+    expect(isPassthroughChunk(`${token('')},"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1}}`)).toBe(true);
+  });
+
+  it.each([
+    ['no usage', `${token('')}}`],
+    ['null usage', `${token('')},"usage":null}`],
+    ['a finish_reason', token('').replace('"finish_reason":null', '"finish_reason":"stop"') + ',"usage":{"prompt_tokens":3}}'],
+    ['a second choice that finishes', token('').replace(']', ',{"index":1,"delta":{},"finish_reason":"stop"}]') + ',"usage":{"prompt_tokens":3}}'],
+    ['empty choices', '{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}'],
+    ['an error event', '{"error":{"message":"x"},"choices":[{"finish_reason":null}],"usage":{"prompt_tokens":1}}'],
+    ['no finish_reason key', '{"object":"chat.completion.chunk","choices":[{"delta":{}}],"usage":{"prompt_tokens":1}}'],
+    ['spaced JSON', '{"id": "c", "choices": [{"delta": {}}], "usage": {"prompt_tokens": 3}}'],
+  ])('refuses %s', (_name, payload) => {
+    expect(isPassthroughChunk(payload)).toBe(false);
+  });
+
+  it('is not fooled by the same words inside content (quotes are escaped there)', () => {
+    const content = JSON.stringify('"finish_reason":"stop" "usage":{"prompt_tokens":1}');
+    const payload = `${token('').replace('"hi"', content)},"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1}}`;
+    expect(JSON.parse(payload)).toBeTruthy();
+    expect(isPassthroughChunk(payload)).toBe(true);
+  });
+});
