@@ -6,6 +6,7 @@ import { ServiceError, type Logger } from '@tollway/service-kit';
 import type { Admission, AdmissionRequest, AdmissionTicket, SettledUsage } from './admission.types';
 import { admissionUnavailable, insufficientQuota, providerOverloaded, rateLimitExceeded } from './admission-errors';
 import { invalidApiKey } from '../errors';
+import { LeaseRenewer } from './lease-renewer';
 import { ADMIT_LUA } from './scripts/admit.lua';
 import { SETTLE_LUA } from './scripts/settle.lua';
 
@@ -52,6 +53,7 @@ export class RedisAdmission implements Admission {
   private readonly now: () => number;
   private readonly logger: Logger | undefined;
   private readonly defaultOutputReservationTokens: number | undefined;
+  private readonly renewer: LeaseRenewer;
 
   constructor(options: RedisAdmissionOptions) {
     this.redis = options.redis;
@@ -62,6 +64,7 @@ export class RedisAdmission implements Admission {
     this.now = options.now ?? Date.now;
     this.logger = options.logger;
     this.defaultOutputReservationTokens = options.defaultOutputReservationTokens;
+    this.renewer = new LeaseRenewer(this.redis, this.leaseMs, this.now, this.logger);
   }
 
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
@@ -127,30 +130,12 @@ export class RedisAdmission implements Admission {
       [RATE_LIMIT_HEADERS.resetTokens]: formatRateLimitDuration(resetTokensMs ?? 0),
     };
     let done = false;
-    // Renew the lease while the request runs, so only a dead replica's leases expire.
-    const renewal =
-      leaseId === ''
-        ? null
-        : setInterval(
-            () => {
-              const expiry = this.now() + this.leaseMs;
-              this.redis
-                .multi()
-                .zadd(leaseKey, 'XX', expiry, leaseId)
-                .pexpire(leaseKey, this.leaseMs * 2)
-                .exec()
-                .catch((err: unknown) =>
-                  this.logger?.warn('capacity lease renewal failed', { model: request.modelId, err: String(err) }),
-                );
-            },
-            Math.max(1, Math.floor(this.leaseMs / 3)),
-          );
-    renewal?.unref();
+    if (leaseId !== '') this.renewer.add(leaseKey, leaseId);
 
     const finish = async (usage: SettledUsage | null): Promise<void> => {
       if (done) return;
       done = true;
-      if (renewal) clearInterval(renewal);
+      if (leaseId !== '') this.renewer.remove(leaseKey, leaseId);
       const { orgId } = request.principal;
       const now = this.now();
       try {
