@@ -37,7 +37,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     const turn = parsed.data;
     const { session_id: sessionId, turn_id: turnId } = turn;
     const logger = deps.logger.child({ session_id: sessionId, turn_id: turnId });
-    const cancel = deps.cancellations.track(turnId);
+    const cancel = deps.cancellations.track(turnId, sessionId);
     const startedAt = clock();
     let leased = false;
     // An agent process first, so a leased turn (what /health counts as running) is always executing.

@@ -101,9 +101,9 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   await registration.heartbeat();
   const heartbeat = setInterval(
     () => {
-      registration
-        .heartbeat()
-        .catch((err: unknown) => logger.warn('worker heartbeat failed', { err: (err as Error).message }));
+      Promise.all([registration.heartbeat(), cancellations.checkDeleted(redis, config.redisPrefix)]).catch(
+        (err: unknown) => logger.warn('worker heartbeat failed', { err: (err as Error).message }),
+      );
     },
     Math.max(50, Math.floor(config.leaseTtlMs / 5)),
   );
