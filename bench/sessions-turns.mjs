@@ -67,7 +67,10 @@ function call(port, method, path, body) {
 function startWorkerProcess(env) {
   return new Promise((resolve, reject) => {
     const file = entry('src/main-worker.ts', 'dist/main-worker.js');
-    const child = spawn(process.execPath, nodeArgs(file), { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, nodeArgs(file), {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (data) => (stderr += data));
     let buffered = '';
@@ -145,9 +148,12 @@ try {
   const errors = [];
   const cpuBefore = { api: cpuSeconds(api.child.pid), worker: cpuSeconds(worker.pid, true) };
   const started = Date.now();
-  await Promise.all(Array.from({ length: clients }, () => clientLoop(port, started + seconds * 1000, latencies, errors)));
+  await Promise.all(
+    Array.from({ length: clients }, () => clientLoop(port, started + seconds * 1000, latencies, errors)),
+  );
   const elapsed = (Date.now() - started) / 1000;
-  const cpuMsPerTurn = (before, after) => Number(((1000 * (after - before)) / Math.max(1, latencies.length)).toFixed(2));
+  const cpuMsPerTurn = (before, after) =>
+    Number(((1000 * (after - before)) / Math.max(1, latencies.length)).toFixed(2));
   const cpu = {
     api: cpuMsPerTurn(cpuBefore.api, cpuSeconds(api.child.pid)),
     worker_and_agent_processes: cpuMsPerTurn(cpuBefore.worker, cpuSeconds(worker.pid, true)),
@@ -162,7 +168,10 @@ try {
         seconds: Number(elapsed.toFixed(2)),
         turns: latencies.length,
         turns_per_second: Math.round(latencies.length / elapsed),
-        turn_latency_ms: { p50: Number(quantile(latencies, 0.5).toFixed(2)), p99: Number(quantile(latencies, 0.99).toFixed(2)) },
+        turn_latency_ms: {
+          p50: Number(quantile(latencies, 0.5).toFixed(2)),
+          p99: Number(quantile(latencies, 0.99).toFixed(2)),
+        },
         errors: errors.length,
         cpu_ms_per_turn: cpu,
         goal_turns_per_second: 500,
@@ -181,6 +190,8 @@ try {
   await new Promise((resolve) => cleanup.on('close', resolve));
   const list = keys.split('\n').filter(Boolean);
   for (let i = 0; i < list.length; i += 500) {
-    await new Promise((resolve) => spawn('redis-cli', ['del', ...list.slice(i, i + 500)], { stdio: 'ignore' }).on('close', resolve));
+    await new Promise((resolve) =>
+      spawn('redis-cli', ['del', ...list.slice(i, i + 500)], { stdio: 'ignore' }).on('close', resolve),
+    );
   }
 }
