@@ -25,8 +25,10 @@ async function init(message: ChildInit): Promise<void> {
     const mod: unknown = await import(pathToFileURL(message.agentModule).href);
     agent = resolveAgentExport(mod, message.agentModule);
   } catch (err) {
-    send({ type: 'fatal', error: `cannot load agent module: ${err instanceof Error ? err.message : String(err)}` });
-    process.exit(1);
+    const error = `cannot load agent module: ${err instanceof Error ? err.message : String(err)}`;
+    // Exit once the message is flushed to the parent, not before.
+    process.send?.({ type: 'fatal', error } satisfies ChildMessage, () => process.exit(1));
+    return;
   }
   base = {
     openai: createGatewayClient({
