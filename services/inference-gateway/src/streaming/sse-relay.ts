@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { SSE_DONE_LINE, type ChatCompletionChunk } from '@tollway/contracts';
 import type { SettledUsage } from '../admission/admission.types';
-import { EngineAbortedError, EngineStreamError, RAW_JSON, type ChunkStream, type StreamItem } from '../engines/engine.types';
+import { EngineAbortedError, EngineStreamError, RAW_JSON, type ChunkStream, type ClientAbort, type StreamItem } from '../engines/engine.types';
 import type { ChunkNormaliser } from './chunk-normaliser';
 
 /** Headers of every SSE response. */
@@ -32,7 +32,7 @@ export async function relayStream(
   res: ServerResponse,
   stream: ChunkStream,
   normaliser: ChunkNormaliser,
-  signal: AbortSignal,
+  signal: ClientAbort,
 ): Promise<RelayResult> {
   const out: StreamItem[] = [];
   const rest = stream.rest[Symbol.asyncIterator]();
@@ -80,15 +80,15 @@ function frames(items: readonly StreamItem[]): string {
 }
 
 /** Writes and, if the socket buffer is full, waits until it drains or the client goes away. */
-function write(res: ServerResponse, text: string, signal: AbortSignal): Promise<void> | undefined {
+function write(res: ServerResponse, text: string, signal: ClientAbort): Promise<void> | undefined {
   if (text.length === 0 || res.write(text) || signal.aborted) return undefined;
   return new Promise<void>((resolve) => {
     const done = () => {
       res.off('drain', done);
-      signal.removeEventListener('abort', done);
+      signal.off('abort', done);
       resolve();
     };
     res.on('drain', done);
-    signal.addEventListener('abort', done, { once: true });
+    signal.once('abort', done);
   });
 }

@@ -5,7 +5,7 @@ import { badEngineResponse, engineUnavailable, upstreamTimeout } from '../../err
 import { isPassthroughChunk } from '../../streaming/passthrough';
 import { SseParser } from '../../streaming/sse-parser';
 import { EngineHttpError, flattenEngineError } from '../engine-error';
-import { EngineAbortedError, EngineStreamError, RAW_JSON, type ChunkStream, type EngineChunk, type StreamItem, type CompletionResult, type Engine, type EngineCall } from '../engine.types';
+import { EngineAbortedError, EngineStreamError, RAW_JSON, type ChunkStream, type ClientAbort, type EngineChunk, type StreamItem, type CompletionResult, type Engine, type EngineCall } from '../engine.types';
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
 import { toEngineBody } from './to-engine';
 
@@ -154,7 +154,7 @@ export class OpenAICompatibleEngine implements Engine {
   }
 
   /** Parses the engine's SSE into chunk batches; throws EngineStreamError when the stream breaks. */
-  private async *readChunks(body: Dispatcher.ResponseData['body'], replica: Replica, signal: AbortSignal): AsyncGenerator<StreamItem[]> {
+  private async *readChunks(body: Dispatcher.ResponseData['body'], replica: Replica, signal: ClientAbort): AsyncGenerator<StreamItem[]> {
     const parser = new SseParser();
     let done = false;
     try {
@@ -234,7 +234,7 @@ export class OpenAICompatibleEngine implements Engine {
     return chunk;
   }
 
-  private duringBody(err: unknown, signal: AbortSignal): unknown {
+  private duringBody(err: unknown, signal: ClientAbort): unknown {
     if (signal.aborted) return new EngineAbortedError(null);
     if (errorCode(err) === 'UND_ERR_BODY_TIMEOUT') return upstreamTimeout(this.modelId, this.options.timeoutMs, err);
     return err;
