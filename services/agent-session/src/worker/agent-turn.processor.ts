@@ -5,7 +5,7 @@ import type { Logger } from '@tollway/service-kit';
 import type { SessionStore, StoredMessage, TurnOutcome } from '../store/session-store';
 import type { TurnNotifier } from '../webhooks/turn-notifier';
 import { TURN_CANCELLED_ERROR, type TurnEnd } from '../webhooks/webhook-payload';
-import type { ChildOutcome, ChildPool } from './child-pool';
+import type { ChildOutcome, ChildPool, ChildReservation } from './child-pool';
 import type { TurnCancellations } from './turn-cancellations';
 import type { WorkerRegistration } from './worker-registry';
 
@@ -23,8 +23,8 @@ export interface AgentTurnProcessorDeps {
 }
 
 /**
- * The BullMQ processor of one agent turn: lease the turn, load its context, run the agent in a
- * child process, end the turn compare-and-set, then send the webhook. It never throws for a turn
+ * The BullMQ processor of one agent turn: load its context, take an agent process and the turn's
+ * lease, run the agent in that child process, end the turn compare-and-set, then send the webhook. It never throws for a turn
  * that ran (a failed turn is a session state, not a job retry); an invalid payload is unrecoverable.
  */
 export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Job, token?: string) => Promise<void> {
@@ -39,29 +39,37 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     const logger = deps.logger.child({ session_id: sessionId, turn_id: turnId });
     const cancel = deps.cancellations.track(turnId, sessionId);
     const startedAt = clock();
-    let leased = false;
-    // An agent process first, so a leased turn (what /health counts as running) is always executing.
-    const child = await deps.pool.reserve(cancel);
+    let lease: Promise<boolean> | null = null;
+    let child: ChildReservation | null = null;
     try {
+      // Read while the job may still wait for a free agent process: a running turn's history cannot
+      // change (sends are refused), and a deletion aborts `cancel`.
+      const context = await deps.store.getTurnContext(sessionId, turnId);
+      if (!context || cancel.aborted) {
+        // Deleted before the turn started (a lost turn is reaped, never left for a later start).
+        reportCancelled(deps, turn, context?.history ?? null, clock() - startedAt);
+        return;
+      }
+      child = await deps.pool.reserve(cancel);
       if (!child && !cancel.aborted) {
         // The worker is shutting down before the turn started: hand the job back to the queue.
         await job.moveToWait(token);
         throw new WaitingError();
       }
       if (!child) {
-        reportCancelled(deps, turn, null, clock() - startedAt);
+        reportCancelled(deps, turn, context.history, clock() - startedAt);
         return;
       }
-      // Sent together (one pipelined round trip); the cancel tracking above already covers both.
-      const [, context] = await Promise.all([
-        deps.registration.acquireLease(sessionId, turnId, JSON.stringify(turn)).then(() => (leased = true)),
-        deps.store.getTurnContext(sessionId, turnId),
-      ]);
-      if (!context || cancel.aborted) {
-        // Deleted before the turn started (a lost turn is reaped, never left for a later start).
-        reportCancelled(deps, turn, context?.history ?? null, clock() - startedAt);
-        return;
-      }
+      // Leased once it has a process, so a leased turn (what /health counts) is executing. The lease
+      // write goes out with the run, not before it; a worker dying in between leaves an active job
+      // without a lease, which the reaper recognises by its lapsed job lock.
+      lease = deps.registration.acquireLease(sessionId, turnId, JSON.stringify(turn)).then(
+        () => true,
+        (err: unknown) => {
+          logger.warn('turn lease not taken', { err: (err as Error).message });
+          return false;
+        },
+      );
       const history = context.history.slice(0, -1);
       const message = context.history.at(-1) ?? toStoredMessage(turn.message);
       const outcome = await child.run(
@@ -76,13 +84,14 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         return;
       }
       const end = toTurnOutcome(outcome);
+      await lease;
+      lease = null;
       // One pipelined round trip; Redis runs them in order, so the turn is ended before its lease
       // goes, and a lease already gone means a reaper claimed (and ended) the turn first.
       const [result, stillLeased] = await Promise.all([
         deps.store.finishTurn(sessionId, turnId, end),
         deps.registration.releaseLease(sessionId, turnId),
       ]);
-      leased = false;
       const durationMs = clock() - startedAt;
       const totalTokens = outcome.kind === 'success' ? outcome.totalTokens : 0;
       if (result === 'applied') {
@@ -97,7 +106,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     } finally {
       child?.release();
       deps.cancellations.untrack(turnId);
-      if (leased) await deps.registration.releaseLease(sessionId, turnId);
+      if (lease && (await lease)) await deps.registration.releaseLease(sessionId, turnId);
     }
   };
 }
