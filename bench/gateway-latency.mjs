@@ -31,7 +31,11 @@ const gatewayNodeFlags = semiAt === -1 ? [] : [`--max-semi-space-size=${Number(a
 const KEY = 'bench-key';
 const FRAME_START = Buffer.from('data: ');
 const MODEL = 'bench/instant';
-const plainBody = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Say hello to the benchmark.' }], max_tokens: 16 });
+const plainBody = JSON.stringify({
+  model: MODEL,
+  messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
+  max_tokens: 16,
+});
 const streamBody = JSON.stringify({
   model: MODEL,
   messages: [{ role: 'user', content: 'Write a long story.' }],
@@ -79,7 +83,9 @@ try {
   const stopRss = sampleRss(gateway.child.pid);
   const engineUrl = `http://127.0.0.1:${sim.port}/v1/chat/completions`;
   const gatewayUrl = `http://127.0.0.1:${gateway.port}/v1/chat/completions`;
-  console.log(`engine :${sim.port}  gateway :${gateway.port} ${gatewayNodeFlags.join(' ')}  ${useDist ? 'compiled' : 'tsx'}  ${seconds}s per measure`);
+  console.log(
+    `engine :${sim.port}  gateway :${gateway.port} ${gatewayNodeFlags.join(' ')}  ${useDist ? 'compiled' : 'tsx'}  ${seconds}s per measure`,
+  );
 
   // Warm both paths (JIT, connection pools) before measuring.
   await sequential(engineUrl, plainBody, 2000);
@@ -95,25 +101,39 @@ try {
   console.log('\n(a) latency at 1 connection (ms)');
   console.log(`    engine direct  p50 ${fmt(p(direct, 0.5))}  p99 ${fmt(p(direct, 0.99))}`);
   console.log(`    via gateway    p50 ${fmt(p(via, 0.5))}  p99 ${fmt(p(via, 0.99))}`);
-  console.log(`    added          p50 ${fmt(p(via, 0.5) - p(direct, 0.5))}  p99 ${fmt(p(via, 0.99) - p(direct, 0.99))}   (goal ≤ 0.3 / ≤ 2)`);
+  console.log(
+    `    added          p50 ${fmt(p(via, 0.5) - p(direct, 0.5))}  p99 ${fmt(p(via, 0.99) - p(direct, 0.99))}   (goal ≤ 0.3 / ≤ 2)`,
+  );
 
   // (b) 32 connections.
   const directRps = await withCpu(() => throughput(engineUrl, plainBody, 32));
   const viaRps = await withCpu(() => throughput(gatewayUrl, plainBody, 32));
   const perRequest = (run, pid) => ((run.cpu[pid] * 1000) / run.result.total).toFixed(0);
   console.log('\n(b) non-streamed requests/s at 32 connections');
-  console.log(`    engine direct  ${Math.round(directRps.result.rps)} req/s  (${directRps.result.errors} errors, ${directRps.result.non2xx} non-2xx)  engine CPU ${perRequest(directRps, 'sim')} µs/request`);
-  console.log(`    via gateway    ${Math.round(viaRps.result.rps)} req/s  (${viaRps.result.errors} errors, ${viaRps.result.non2xx} non-2xx)  gateway CPU ${perRequest(viaRps, 'gateway')} µs/request, engine ${perRequest(viaRps, 'sim')}`);
-  console.log(`    ratio          ${(viaRps.result.rps / directRps.result.rps).toFixed(2)} of direct   (goal ≥ 8000 req/s)`);
+  console.log(
+    `    engine direct  ${Math.round(directRps.result.rps)} req/s  (${directRps.result.errors} errors, ${directRps.result.non2xx} non-2xx)  engine CPU ${perRequest(directRps, 'sim')} µs/request`,
+  );
+  console.log(
+    `    via gateway    ${Math.round(viaRps.result.rps)} req/s  (${viaRps.result.errors} errors, ${viaRps.result.non2xx} non-2xx)  gateway CPU ${perRequest(viaRps, 'gateway')} µs/request, engine ${perRequest(viaRps, 'sim')}`,
+  );
+  console.log(
+    `    ratio          ${(viaRps.result.rps / directRps.result.rps).toFixed(2)} of direct   (goal ≥ 8000 req/s)`,
+  );
 
   // (c) SSE relay.
   const directChunks = await withCpu(() => chunkRate(engineUrl, streamBody, 8));
   const viaChunks = await withCpu(() => chunkRate(gatewayUrl, streamBody, 8));
   const perChunk = (run, pid) => ((run.cpu[pid] * 1000) / run.result.frames).toFixed(2);
   console.log('\n(c) SSE chunks/s at 8 streaming connections (250-token streams)');
-  console.log(`    engine direct  ${Math.round(directChunks.result.rate)} chunks/s  engine CPU ${perChunk(directChunks, 'sim')} µs/chunk`);
-  console.log(`    via gateway    ${Math.round(viaChunks.result.rate)} chunks/s  gateway CPU ${perChunk(viaChunks, 'gateway')} µs/chunk, engine ${perChunk(viaChunks, 'sim')}`);
-  console.log(`    ratio          ${(viaChunks.result.rate / directChunks.result.rate).toFixed(2)} of direct   (goal ≥ 100000 chunks/s)`);
+  console.log(
+    `    engine direct  ${Math.round(directChunks.result.rate)} chunks/s  engine CPU ${perChunk(directChunks, 'sim')} µs/chunk`,
+  );
+  console.log(
+    `    via gateway    ${Math.round(viaChunks.result.rate)} chunks/s  gateway CPU ${perChunk(viaChunks, 'gateway')} µs/chunk, engine ${perChunk(viaChunks, 'sim')}`,
+  );
+  console.log(
+    `    ratio          ${(viaChunks.result.rate / directChunks.result.rate).toFixed(2)} of direct   (goal ≥ 100000 chunks/s)`,
+  );
 
   const peak = stopRss();
   console.log(`\nRSS of the gateway, peak under load: ${(peak / 1024 / 1024).toFixed(1)} MB   (goal ≤ 150 MB)`);
@@ -126,7 +146,10 @@ try {
 async function withCpu(measure) {
   const before = { gateway: cpuMsOf(gateway.child.pid), sim: cpuMsOf(sim.child.pid) };
   const result = await measure();
-  return { result, cpu: { gateway: cpuMsOf(gateway.child.pid) - before.gateway, sim: cpuMsOf(sim.child.pid) - before.sim } };
+  return {
+    result,
+    cpu: { gateway: cpuMsOf(gateway.child.pid) - before.gateway, sim: cpuMsOf(sim.child.pid) - before.sim },
+  };
 }
 
 function fmt(ms) {
@@ -151,7 +174,15 @@ function post(url, body, agent, onData) {
   return new Promise((resolve, reject) => {
     const req = http.request(
       url,
-      { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}`, 'content-length': Buffer.byteLength(body) } },
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          authorization: `Bearer ${KEY}`,
+          'content-length': Buffer.byteLength(body),
+        },
+      },
       (res) => {
         res.on('data', onData ?? (() => undefined));
         res.on('end', () => resolve({ status: res.statusCode }));

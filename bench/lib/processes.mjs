@@ -38,7 +38,11 @@ export function startService(file, { args = [], env = {}, cwd, timeoutMs = 30_00
         buffered = buffered.slice(nl + 1);
         try {
           const record = JSON.parse(line);
-          if (typeof record.message === 'string' && record.message.includes('listening') && typeof record.port === 'number') {
+          if (
+            typeof record.message === 'string' &&
+            record.message.includes('listening') &&
+            typeof record.port === 'number'
+          ) {
             clearTimeout(timer);
             child.stdout.resume();
             resolve({ child, port: record.port, stop: () => stopProcess(child) });

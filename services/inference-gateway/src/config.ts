@@ -5,14 +5,12 @@ import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit'
 /** The catalog that ships with the service (copied into `dist/` by the build). */
 export const DEFAULT_CATALOG_PATH = path.resolve(__dirname, '..', 'catalog', 'default.catalog.yaml');
 
-const apiKeyList = z
-  .string()
-  .transform((value) =>
-    value
-      .split(',')
-      .map((key) => key.trim())
-      .filter((key) => key.length > 0),
-  );
+const apiKeyList = z.string().transform((value) =>
+  value
+    .split(',')
+    .map((key) => key.trim())
+    .filter((key) => key.length > 0),
+);
 
 /** The gateway's configuration, read once at start-up from the environment and flags. */
 export const GatewayConfigSchema = z.object({
@@ -29,7 +27,11 @@ export const GatewayConfigSchema = z.object({
   /** Reload the catalog when its file changes (SIGHUP always reloads); default true. */
   catalogWatch: envBoolean.default(true),
   /** Largest accepted request body, in bytes; default 4 MiB. Larger bodies get 400 `request_too_large`. */
-  maxBodyBytes: z.coerce.number().int().min(1024).default(4 * 1024 * 1024),
+  maxBodyBytes: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(4 * 1024 * 1024),
   /** Upstream timeout in milliseconds: time to the engine's first byte, and longest silence mid-stream; default 300 000. */
   upstreamTimeoutMs: z.coerce.number().int().min(1).default(300_000),
   /** Upstream connections kept per engine replica; default 128. */

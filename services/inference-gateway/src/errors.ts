@@ -9,7 +9,10 @@ import { ServiceError } from '@tollway/service-kit';
 
 /** 401: missing, malformed, unknown or revoked key. The spec wants no `code` field at all. */
 export function invalidApiKey(): ServiceError {
-  return new ServiceError({ status: 401, message: 'Invalid API key provided. Send "Authorization: Bearer <API_KEY>".' });
+  return new ServiceError({
+    status: 401,
+    message: 'Invalid API key provided. Send "Authorization: Bearer <API_KEY>".',
+  });
 }
 
 /** 400 `model_required`: the body has no `model`. */
@@ -24,7 +27,12 @@ export function modelRequired(): ServiceError {
 
 /** 400 `invalid_json`: the body is not JSON. */
 export function invalidJson(cause?: unknown): ServiceError {
-  return new ServiceError({ status: 400, code: INFERENCE_ERROR_CODES.invalidJson, message: 'The request body is not valid JSON.', cause });
+  return new ServiceError({
+    status: 400,
+    code: INFERENCE_ERROR_CODES.invalidJson,
+    message: 'The request body is not valid JSON.',
+    cause,
+  });
 }
 
 /** 400 `request_too_large`: the body is over MAX_BODY_BYTES (the spec answers 400, not 413). */

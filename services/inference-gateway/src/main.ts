@@ -1,7 +1,7 @@
 import { createLogger, createRedis, installShutdown, listen, closeServer } from '@tollway/service-kit';
 import { wireAccounts } from './admission/accounts-wiring';
 import { buildApp } from './app';
-import { CatalogStore } from './catalog/catalog-store';
+import { CatalogStore, followCatalogChanges } from './catalog/catalog-store';
 import { loadGatewayConfig } from './config';
 import { EngineRegistry } from './engines';
 
@@ -11,16 +11,7 @@ async function main(): Promise<void> {
   const catalog = CatalogStore.fromFile(config.catalogPath);
   const engines = new EngineRegistry({ connections: config.upstreamConnections, timeoutMs: config.upstreamTimeoutMs });
   catalog.subscribe((models) => engines.sync(models));
-  const reloaded = (models: readonly unknown[]) => logger.info('catalog reloaded', { models: models.length });
-  const reloadFailed = (err: unknown) => logger.error('catalog reload failed; keeping the previous one', { err: String(err) });
-  if (config.catalogWatch) catalog.watch(reloaded, reloadFailed);
-  process.on('SIGHUP', () => {
-    try {
-      reloaded(catalog.reload());
-    } catch (err) {
-      reloadFailed(err);
-    }
-  });
+  followCatalogChanges(catalog, logger, config.catalogWatch);
   const redis = createRedis(config.redisUrl, { name: 'gateway' });
   const accounts = await wireAccounts(config, redis, logger);
   const { authenticator, admission, adminRouter, openApi } = accounts;

@@ -1,7 +1,16 @@
 import { createServer } from 'node:net';
 import type { SimServer } from '../src/engines/simulated/sim-server';
 import { FakeEngine } from './helpers/fake-engine';
-import { catalogModels, httpModel, RecordingAdmission, ssePayloads, startGateway, startSim, TEST_KEY, type GatewayHarness } from './helpers/gateway-harness';
+import {
+  catalogModels,
+  httpModel,
+  RecordingAdmission,
+  ssePayloads,
+  startGateway,
+  startSim,
+  TEST_KEY,
+  type GatewayHarness,
+} from './helpers/gateway-harness';
 
 /** A port nothing listens on (bound, then released). */
 async function deadPort(): Promise<number> {
@@ -27,7 +36,10 @@ describe('gateway in front of HTTP engines', () => {
   let fastSim: SimServer;
   let gateway: GatewayHarness;
   const admission = new RecordingAdmission();
-  const fakeModel = (upstream: string) => ({ ...httpModel(`fake/${upstream}`, [fake.baseUrl]), engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: upstream }] } });
+  const fakeModel = (upstream: string) => ({
+    ...httpModel(`fake/${upstream}`, [fake.baseUrl]),
+    engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: upstream }] },
+  });
   const chat = (body: Record<string, unknown>, signal?: AbortSignal) =>
     fetch(`${gateway.baseUrl}/v1/chat/completions`, {
       method: 'POST',
@@ -45,12 +57,17 @@ describe('gateway in front of HTTP engines', () => {
     const dead = `http://127.0.0.1:${await deadPort()}/v1`;
     gateway = await startGateway(
       catalogModels([
-        ...['flat', 'text', 'nested', 'record', 'hang', 'cut-stream', 'error-first-stream', 'error-mid-stream'].map(fakeModel),
+        ...['flat', 'text', 'nested', 'record', 'hang', 'cut-stream', 'error-first-stream', 'error-mid-stream'].map(
+          fakeModel,
+        ),
         httpModel('sim/slow', [slow.baseUrl]),
         httpModel('sim/dead-first', [dead, fast.baseUrl]),
         {
           ...httpModel('sim/503-first', []),
-          engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: 'always-503' }, { base_url: fast.baseUrl }] },
+          engine: {
+            kind: 'openai-compatible',
+            replicas: [{ base_url: fake.baseUrl, model: 'always-503' }, { base_url: fast.baseUrl }],
+          },
         },
         httpModel('sim/all-dead', [dead]),
       ]),
@@ -69,7 +86,9 @@ describe('gateway in front of HTTP engines', () => {
     it('flat JSON unchanged', async () => {
       const res = await chat({ model: 'fake/flat' });
       expect(res.status).toBe(400);
-      expect(await res.text()).toBe('{"object":"error","message":"bad thing","type":"BadRequestError","param":"temperature","code":400}');
+      expect(await res.text()).toBe(
+        '{"object":"error","message":"bad thing","type":"BadRequestError","param":"temperature","code":400}',
+      );
     });
 
     it('text/plain unchanged, prefix and all', async () => {
@@ -82,13 +101,25 @@ describe('gateway in front of HTTP engines', () => {
     it('nested vLLM shape normalised into the flat shape', async () => {
       const res = await chat({ model: 'fake/nested' });
       expect(res.status).toBe(400);
-      expect(await res.json()).toEqual({ object: 'error', message: 'nested bad', type: 'BadRequestError', param: 'top_k', code: 400 });
+      expect(await res.json()).toEqual({
+        object: 'error',
+        message: 'nested bad',
+        type: 'BadRequestError',
+        param: 'top_k',
+        code: 400,
+      });
     });
 
     it('an error event before any chunk becomes a real status, not a 200 stream', async () => {
       const res = await chat({ model: 'fake/error-first-stream', stream: true });
       expect(res.status).toBe(400);
-      expect(await res.json()).toEqual({ object: 'error', message: 'prompt too long', type: 'BadRequestError', param: 'messages', code: 400 });
+      expect(await res.json()).toEqual({
+        object: 'error',
+        message: 'prompt too long',
+        type: 'BadRequestError',
+        param: 'messages',
+        code: 400,
+      });
     });
 
     it('releases the admission of a refused request instead of charging it', async () => {
@@ -101,7 +132,15 @@ describe('gateway in front of HTTP engines', () => {
 
   describe('what is forwarded', () => {
     it('only the spec fields, with the engine model name; streams always ask for usage', async () => {
-      await (await chat({ model: 'fake/record', temperature: 0.5, metadata: { a: 1 }, store: true, stream_options: { include_usage: false } })).json();
+      await (
+        await chat({
+          model: 'fake/record',
+          temperature: 0.5,
+          metadata: { a: 1 },
+          store: true,
+          stream_options: { include_usage: false },
+        })
+      ).json();
       const plain = fake.requests.at(-1);
       expect(plain?.body).toEqual({ model: 'record', messages: [{ role: 'user', content: 'hi' }], temperature: 0.5 });
       await (await chat({ model: 'fake/record', stream: true, service_tier: 'x' })).text();

@@ -1,5 +1,12 @@
 import type { SimServer } from '../src/engines/simulated/sim-server';
-import { catalogModels, httpModel, startGateway, startSim, TEST_KEY, type GatewayHarness } from './helpers/gateway-harness';
+import {
+  catalogModels,
+  httpModel,
+  startGateway,
+  startSim,
+  TEST_KEY,
+  type GatewayHarness,
+} from './helpers/gateway-harness';
 
 // Every row of the spec's Errors table that the gateway itself answers, over real HTTP.
 describe('gateway error table', () => {
@@ -7,7 +14,11 @@ describe('gateway error table', () => {
   let gateway: GatewayHarness;
   const auth = { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' };
   const chat = (body: unknown, headers: Record<string, string> = auth) =>
-    fetch(`${gateway.baseUrl}/v1/chat/completions`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+    fetch(`${gateway.baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers,
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    });
   const hi = [{ role: 'user', content: 'hi' }];
 
   beforeAll(async () => {
@@ -43,7 +54,10 @@ describe('gateway error table', () => {
         expect(body.error.message).toMatch(/invalid api key/i);
         expect('code' in body.error).toBe(false);
       }
-      const res = await chat({ model: 'tollway/sim-chat', messages: hi }, { ...headers, 'content-type': 'application/json' });
+      const res = await chat(
+        { model: 'tollway/sim-chat', messages: hi },
+        { ...headers, 'content-type': 'application/json' },
+      );
       expect(res.status).toBe(401);
     });
   });
@@ -112,7 +126,13 @@ describe('gateway error table', () => {
     ])('%s out of the generic bounds', async (param, fields) => {
       const res = await chat({ model: 'tollway/sim-chat', messages: hi, ...fields });
       expect(res.status).toBe(400);
-      expect(await res.json()).toEqual({ object: 'error', message: expect.any(String), type: 'BadRequestError', param, code: 400 });
+      expect(await res.json()).toEqual({
+        object: 'error',
+        message: expect.any(String),
+        type: 'BadRequestError',
+        param,
+        code: 400,
+      });
     });
 
     it.each([
@@ -123,7 +143,13 @@ describe('gateway error table', () => {
     ])('%s narrows %s', async (model, param, fields) => {
       const res = await chat({ model, messages: hi, ...fields });
       expect(res.status).toBe(400);
-      expect(await res.json()).toEqual({ object: 'error', message: expect.any(String), type: 'BadRequestError', param, code: 400 });
+      expect(await res.json()).toEqual({
+        object: 'error',
+        message: expect.any(String),
+        type: 'BadRequestError',
+        param,
+        code: 400,
+      });
     });
 
     it('accepts what the narrowing allows, and the same values on other models', async () => {
@@ -141,7 +167,11 @@ describe('gateway error table', () => {
     });
 
     it('passes the engine’s own refusal through with its status (context length at the simulated engine)', async () => {
-      const res = await chat({ model: 'tollway/sim-chat', messages: [{ role: 'user', content: 'long '.repeat(80) }], max_tokens: 10 });
+      const res = await chat({
+        model: 'tollway/sim-chat',
+        messages: [{ role: 'user', content: 'long '.repeat(80) }],
+        max_tokens: 10,
+      });
       expect(res.status).toBe(400);
       const body = (await res.json()) as { object: string; code: number; message: string };
       expect(body).toMatchObject({ object: 'error', code: 400, type: 'BadRequestError' });
@@ -154,7 +184,10 @@ describe('gateway error table', () => {
     const ready = await fetch(`${gateway.baseUrl}/readyz`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ status: 'ok', redis: true, models: { 'tollway/sim-chat': true } });
-    const doc = (await (await fetch(`${gateway.baseUrl}/openapi.json`)).json()) as { openapi: string; info: { version: string } };
+    const doc = (await (await fetch(`${gateway.baseUrl}/openapi.json`)).json()) as {
+      openapi: string;
+      info: { version: string };
+    };
     expect(doc.openapi).toBe('3.1.0');
     expect(doc.info.version).toBe('2026-09-17');
   });

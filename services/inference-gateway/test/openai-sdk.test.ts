@@ -1,6 +1,14 @@
 import OpenAI from 'openai';
 import type { SimServer } from '../src/engines/simulated/sim-server';
-import { catalogModels, httpModel, RecordingAdmission, startGateway, startSim, TEST_KEY, type GatewayHarness } from './helpers/gateway-harness';
+import {
+  catalogModels,
+  httpModel,
+  RecordingAdmission,
+  startGateway,
+  startSim,
+  TEST_KEY,
+  type GatewayHarness,
+} from './helpers/gateway-harness';
 
 // The official SDK against the gateway, whose catalog points at the simulated engine over HTTP.
 describe('openai SDK against the gateway', () => {
@@ -34,12 +42,19 @@ describe('openai SDK against the gateway', () => {
 
   it('lists the catalog models', async () => {
     const page = await client.models.list();
-    expect(page.data.map((model) => model.id)).toEqual(['tollway/sim-chat', 'tollway/sim-narrow', 'tollway/sim-reasoner']);
+    expect(page.data.map((model) => model.id)).toEqual([
+      'tollway/sim-chat',
+      'tollway/sim-narrow',
+      'tollway/sim-reasoner',
+    ]);
     expect(page.data[0]).toEqual({ id: 'tollway/sim-chat', object: 'model', created: 1767225600, owned_by: 'test' });
   });
 
   it('retrieves one model, and 404s an unknown one with NotFoundError', async () => {
-    await expect(client.models.retrieve('tollway/sim-chat')).resolves.toMatchObject({ id: 'tollway/sim-chat', object: 'model' });
+    await expect(client.models.retrieve('tollway/sim-chat')).resolves.toMatchObject({
+      id: 'tollway/sim-chat',
+      object: 'model',
+    });
     const err = await client.models.retrieve('nobody/nothing').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
     expect((err as InstanceType<typeof OpenAI.NotFoundError>).code).toBe('model_not_found');
@@ -58,7 +73,11 @@ describe('openai SDK against the gateway', () => {
     expect(completion.usage).toMatchObject({ completion_tokens: 7 });
     await admission.allClosed();
     const ticket = admission.tickets[before];
-    expect(ticket?.request).toMatchObject({ modelId: 'tollway/sim-chat', reservedOutputTokens: 7, principal: { orgId: 'config' } });
+    expect(ticket?.request).toMatchObject({
+      modelId: 'tollway/sim-chat',
+      reservedOutputTokens: 7,
+      principal: { orgId: 'config' },
+    });
     expect(ticket?.settled).toEqual([{ prompt_tokens: completion.usage?.prompt_tokens, completion_tokens: 7 }]);
   });
 
@@ -119,7 +138,11 @@ describe('openai SDK against the gateway', () => {
           type: 'function',
           function: {
             name: 'get_weather',
-            parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } }, required: ['city'] },
+            parameters: {
+              type: 'object',
+              properties: { city: { type: 'string' }, days: { type: 'integer' } },
+              required: ['city'],
+            },
           },
         },
       ],

@@ -1,6 +1,14 @@
 import type { SimServer } from '../src/engines/simulated/sim-server';
 import { FakeEngine } from './helpers/fake-engine';
-import { catalogModels, httpModel, RecordingAdmission, startGateway, startSim, TEST_KEY, type GatewayHarness } from './helpers/gateway-harness';
+import {
+  catalogModels,
+  httpModel,
+  RecordingAdmission,
+  startGateway,
+  startSim,
+  TEST_KEY,
+  type GatewayHarness,
+} from './helpers/gateway-harness';
 
 interface Chunk {
   object: string;
@@ -32,7 +40,11 @@ function expectSixRules(raw: string): Chunk[] {
       expect('usage' in chunk).toBe(false);
     } else {
       // Rule 4: every other chunk carries usage.
-      expect(chunk.usage).toEqual({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) });
+      expect(chunk.usage).toEqual({
+        prompt_tokens: expect.any(Number),
+        completion_tokens: expect.any(Number),
+        total_tokens: expect.any(Number),
+      });
     }
   }
   return chunks;
@@ -65,12 +77,21 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
       catalogModels([
         httpModel('sim/chat', [plain.baseUrl]),
         httpModel('sim/reasoner', [thinking.baseUrl]),
-        { ...httpModel('fake/odd', []), engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: 'odd-stream' }] } },
+        {
+          ...httpModel('fake/odd', []),
+          engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: 'odd-stream' }] },
+        },
         {
           ...httpModel('fake/no-continuous', []),
           engine: { kind: 'openai-compatible', continuous_usage_stats: false, replicas: [{ base_url: plain.baseUrl }] },
         },
-        { id: 'local/instant', owned_by: 'test', created: 1, price_per_million: { input: 1, output: 1 }, engine: { kind: 'simulated', time_to_first_token_ms: 0, time_per_output_token_ms: 0 } },
+        {
+          id: 'local/instant',
+          owned_by: 'test',
+          created: 1,
+          price_per_million: { input: 1, output: 1 },
+          engine: { kind: 'simulated', time_to_first_token_ms: 0, time_per_output_token_ms: 0 },
+        },
       ]),
       { admission },
     );
@@ -96,14 +117,18 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
 
   it('n=2: each choice opens and finishes, usage totals cover both', async () => {
     const chunks = expectSixRules((await stream({ model: 'sim/chat', n: 2, max_tokens: 5 })).raw);
-    const finishes = chunks.flatMap((chunk) => chunk.choices.filter((choice) => choice.finish_reason).map((choice) => choice.index));
+    const finishes = chunks.flatMap((chunk) =>
+      chunk.choices.filter((choice) => choice.finish_reason).map((choice) => choice.index),
+    );
     expect(finishes.sort()).toEqual([0, 1]);
     expect(chunks.at(-1)?.usage?.completion_tokens).toBe(10);
   });
 
   it('reasoning model: reasoning_content deltas before content', async () => {
     const chunks = expectSixRules((await stream({ model: 'sim/reasoner' })).raw);
-    const kinds = chunks.flatMap((chunk) => chunk.choices.map((choice) => (choice.delta.reasoning_content ? 'r' : choice.delta.content ? 'c' : '')));
+    const kinds = chunks.flatMap((chunk) =>
+      chunk.choices.map((choice) => (choice.delta.reasoning_content ? 'r' : choice.delta.content ? 'c' : '')),
+    );
     const joined = kinds.join('');
     expect(joined).toMatch(/^r+c+$/);
   });
@@ -113,7 +138,12 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
       (
         await stream({
           model: 'sim/chat',
-          tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }],
+          tools: [
+            {
+              type: 'function',
+              function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } },
+            },
+          ],
           tool_choice: 'required',
         })
       ).raw,

@@ -20,24 +20,59 @@ describe('catalog', () => {
 
   it('ships a default catalog with the four simulated models other tests rely on', () => {
     const models = loadCatalogFile(DEFAULT_CATALOG_PATH);
-    expect(models.map((m) => m.id)).toEqual(['tollway/sim-chat', 'tollway/sim-narrow', 'tollway/sim-prod', 'tollway/sim-reasoner']);
+    expect(models.map((m) => m.id)).toEqual([
+      'tollway/sim-chat',
+      'tollway/sim-narrow',
+      'tollway/sim-prod',
+      'tollway/sim-reasoner',
+    ]);
     expect(models.find((m) => m.id === 'tollway/sim-narrow')?.narrowed).toBe(true);
     expect(models.find((m) => m.id === 'tollway/sim-prod')?.production).toBe(true);
     expect(models.every((m) => m.capacity !== null && m.engine.kind === 'simulated')).toBe(true);
   });
 
   it('reads JSON as well as YAML and applies defaults', () => {
-    const [model] = parseCatalog(JSON.stringify({ models: [{ id: 'a/b', owned_by: 'o', created: 1, price_per_million: { input: 0, output: 0 }, engine: { kind: 'simulated' } }] }), 'x.json');
-    expect(model).toMatchObject({ narrowed: false, production: false, capacity: null, engine: { time_to_first_token_ms: 5 } });
+    const [model] = parseCatalog(
+      JSON.stringify({
+        models: [
+          {
+            id: 'a/b',
+            owned_by: 'o',
+            created: 1,
+            price_per_million: { input: 0, output: 0 },
+            engine: { kind: 'simulated' },
+          },
+        ],
+      }),
+      'x.json',
+    );
+    expect(model).toMatchObject({
+      narrowed: false,
+      production: false,
+      capacity: null,
+      engine: { time_to_first_token_ms: 5 },
+    });
   });
 
   it.each([
     ['a bad id', `models:${entry('no-slash')}`, /models\[0\] \(no-slash\)\.id: model id must be of the form/],
-    ['a bad replica URL', `models:${entry('a/b').replace('{ kind: simulated }', '{ kind: openai-compatible, replicas: [{ base_url: nope }] }')}`, /models\[0\] \(a\/b\)\.engine\.replicas\[0\]\.base_url/],
-    ['no replicas', `models:${entry('a/b').replace('{ kind: simulated }', '{ kind: openai-compatible, replicas: [] }')}`, /models\[0\] \(a\/b\)\.engine\.replicas/],
+    [
+      'a bad replica URL',
+      `models:${entry('a/b').replace('{ kind: simulated }', '{ kind: openai-compatible, replicas: [{ base_url: nope }] }')}`,
+      /models\[0\] \(a\/b\)\.engine\.replicas\[0\]\.base_url/,
+    ],
+    [
+      'no replicas',
+      `models:${entry('a/b').replace('{ kind: simulated }', '{ kind: openai-compatible, replicas: [] }')}`,
+      /models\[0\] \(a\/b\)\.engine\.replicas/,
+    ],
     ['an unknown field', `models:${entry('a/b', '\n    colour: red')}`, /models\[0\] \(a\/b\).*colour/],
     ['a duplicate id', `models:${entry('a/b')}${entry('a/b')}`, /models\[1\] \(a\/b\)\.id: duplicate model id "a\/b"/],
-    ['an unknown engine kind', `models:${entry('a/b').replace('simulated', 'gpu')}`, /models\[0\] \(a\/b\)\.engine\.kind/],
+    [
+      'an unknown engine kind',
+      `models:${entry('a/b').replace('simulated', 'gpu')}`,
+      /models\[0\] \(a\/b\)\.engine\.kind/,
+    ],
     ['broken YAML', 'models: [', /not valid YAML or JSON/],
     ['no models', 'models: []', /models/],
   ])('names the bad entry for %s', (_name, text, message) => {
@@ -58,7 +93,12 @@ describe('catalog', () => {
     expect(() => store.reload()).toThrow(CatalogError);
     expect(store.list().map((m) => m.id)).toEqual(['a/one', 'a/two']);
 
-    const reloaded = new Promise<void>((resolve) => store.watch(() => resolve(), () => undefined));
+    const reloaded = new Promise<void>((resolve) =>
+      store.watch(
+        () => resolve(),
+        () => undefined,
+      ),
+    );
     writeFileSync(file, `models:${entry('a/three')}`);
     await reloaded;
     expect(store.list().map((m) => m.id)).toEqual(['a/three']);

@@ -1,6 +1,7 @@
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import path from 'node:path';
 import type { Model } from '@tollway/contracts';
+import type { Logger } from '@tollway/service-kit';
 import { parse as parseYaml } from 'yaml';
 import { CatalogFile, type CatalogModel } from './catalog.schema';
 
@@ -22,7 +23,9 @@ export function parseCatalog(text: string, source: string): CatalogModel[] {
   }
   const parsed = CatalogFile.safeParse(raw);
   if (!parsed.success) {
-    const problems = parsed.error.issues.slice(0, 5).map((issue) => `${describePath(raw, issue.path)}: ${issue.message}`);
+    const problems = parsed.error.issues
+      .slice(0, 5)
+      .map((issue) => `${describePath(raw, issue.path)}: ${issue.message}`);
     throw new CatalogError(`Catalog ${source} is invalid: ${problems.join('; ')}`, { cause: parsed.error });
   }
   return parsed.data.models;
@@ -70,7 +73,10 @@ export class CatalogStore {
   private watcher: FSWatcher | null = null;
   private debounce: NodeJS.Timeout | null = null;
 
-  constructor(models: readonly CatalogModel[], readonly file: string | null = null) {
+  constructor(
+    models: readonly CatalogModel[],
+    readonly file: string | null = null,
+  ) {
     this.replace(models);
   }
 
@@ -138,7 +144,29 @@ export class CatalogStore {
   private replace(models: readonly CatalogModel[]): void {
     this.models = models;
     this.byId = new Map(models.map((model) => [model.id, model]));
-    this.modelList = models.map((model) => ({ id: model.id, object: 'model', created: model.created, owned_by: model.owned_by }));
+    this.modelList = models.map((model) => ({
+      id: model.id,
+      object: 'model',
+      created: model.created,
+      owned_by: model.owned_by,
+    }));
     for (const listener of this.listeners) listener(models);
   }
+}
+
+/** Reloads `catalog` on SIGHUP and, when `watchFile`, when its file changes; logs each outcome. */
+export function followCatalogChanges(catalog: CatalogStore, logger: Logger, watchFile: boolean): void {
+  const reloaded = (models: readonly CatalogModel[]) => logger.info('catalog reloaded', { models: models.length });
+  const failed = (err: unknown) =>
+    logger.error('catalog reload failed; keeping the previous one', {
+      err: err instanceof Error ? err.message : String(err),
+    });
+  if (watchFile) catalog.watch(reloaded, failed);
+  process.on('SIGHUP', () => {
+    try {
+      reloaded(catalog.reload());
+    } catch (err) {
+      failed(err);
+    }
+  });
 }

@@ -70,13 +70,12 @@ export const CatalogModel = z.strictObject({
 });
 export type CatalogModel = z.infer<typeof CatalogModel>;
 
-export const CatalogFile = z
-  .strictObject({ models: z.array(CatalogModel).min(1) })
-  .superRefine((catalog, ctx) => {
-    const seen = new Set<string>();
-    catalog.models.forEach((model, index) => {
-      if (seen.has(model.id)) ctx.addIssue({ code: 'custom', path: ['models', index, 'id'], message: `duplicate model id "${model.id}"` });
-      seen.add(model.id);
-    });
+export const CatalogFile = z.strictObject({ models: z.array(CatalogModel).min(1) }).superRefine((catalog, ctx) => {
+  const seen = new Set<string>();
+  catalog.models.forEach((model, index) => {
+    if (seen.has(model.id))
+      ctx.addIssue({ code: 'custom', path: ['models', index, 'id'], message: `duplicate model id "${model.id}"` });
+    seen.add(model.id);
   });
+});
 export type CatalogFile = z.infer<typeof CatalogFile>;

@@ -24,7 +24,13 @@ export interface ChatDeps {
  * One chat completion from a parsed body: validate → count and admit → serve from the model's
  * engine (JSON or SSE). Throws for the caller's error writer before the response has started.
  */
-export async function handleChat(deps: ChatDeps, body: unknown, principal: Principal, requestId: string, res: ServerResponse): Promise<void> {
+export async function handleChat(
+  deps: ChatDeps,
+  body: unknown,
+  principal: Principal,
+  requestId: string,
+  res: ServerResponse,
+): Promise<void> {
   const { request, model } = validateChatRequest(body, deps.catalog);
   const engine = deps.engines.get(model.id);
   if (!engine) throw modelNotFound(model.id);
@@ -43,7 +49,16 @@ export async function handleChat(deps: ChatDeps, body: unknown, principal: Princ
     pricePerMillion: model.price_per_million,
   });
   await serveCompletion(
-    { engine, call: { request, signal: abort }, ticket, modelId: model.id, inputTokens, reservedOutputTokens, requestId, logger: deps.logger },
+    {
+      engine,
+      call: { request, signal: abort },
+      ticket,
+      modelId: model.id,
+      inputTokens,
+      reservedOutputTokens,
+      requestId,
+      logger: deps.logger,
+    },
     res,
   );
 }

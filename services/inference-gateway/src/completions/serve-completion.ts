@@ -47,7 +47,11 @@ async function serveJson(admitted: AdmittedCompletion, res: ServerResponse): Pro
   }
   const body = result.raw ?? Buffer.from(JSON.stringify(result.completion));
   if (!res.destroyed) {
-    res.writeHead(200, { ...admitted.ticket.headers, 'content-type': 'application/json', 'content-length': body.length });
+    res.writeHead(200, {
+      ...admitted.ticket.headers,
+      'content-type': 'application/json',
+      'content-length': body.length,
+    });
     res.end(body);
   }
   settle(admitted, completionUsage(result.completion, admitted.inputTokens));
@@ -66,7 +70,11 @@ async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse):
   const normaliser = new ChunkNormaliser(admitted.modelId, admitted.inputTokens);
   const result = await relayStream(res, stream, normaliser, admitted.call.signal);
   if (result.outcome === 'failed') {
-    admitted.logger.warn('engine stream broke', { request_id: admitted.requestId, model: admitted.modelId, err: describe(result.error) });
+    admitted.logger.warn('engine stream broke', {
+      request_id: admitted.requestId,
+      model: admitted.modelId,
+      err: describe(result.error),
+    });
   }
   settle(admitted, result.usage);
 }
@@ -77,7 +85,10 @@ async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse):
  */
 async function beforeOutput(admitted: AdmittedCompletion, err: unknown): Promise<void> {
   if (err instanceof EngineAbortedError) {
-    settle(admitted, err.usage ?? { prompt_tokens: admitted.inputTokens, completion_tokens: admitted.reservedOutputTokens });
+    settle(
+      admitted,
+      err.usage ?? { prompt_tokens: admitted.inputTokens, completion_tokens: admitted.reservedOutputTokens },
+    );
     return;
   }
   await release(admitted);
@@ -93,7 +104,11 @@ async function release(admitted: AdmittedCompletion): Promise<void> {
 
 function settle(admitted: AdmittedCompletion, usage: SettledUsage): void {
   admitted.ticket.settle(usage).catch((err: unknown) => {
-    admitted.logger.error('settling usage failed', { request_id: admitted.requestId, model: admitted.modelId, err: describe(err) });
+    admitted.logger.error('settling usage failed', {
+      request_id: admitted.requestId,
+      model: admitted.modelId,
+      err: describe(err),
+    });
   });
 }
 

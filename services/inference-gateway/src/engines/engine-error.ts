@@ -28,7 +28,8 @@ interface NestedEngineError {
 /** Maps an engine error to the response the client gets (see EngineHttpError). */
 export function toClientEngineError(err: EngineHttpError): ClientEngineError {
   const status = err.status >= 400 && err.status <= 599 ? err.status : 502;
-  if (!err.contentType.includes('json')) return { status, contentType: err.contentType || 'text/plain; charset=utf-8', body: err.body };
+  if (!err.contentType.includes('json'))
+    return { status, contentType: err.contentType || 'text/plain; charset=utf-8', body: err.body };
   let parsed: unknown;
   try {
     parsed = JSON.parse(err.body.toString('utf8'));

@@ -37,10 +37,20 @@ export function writeError(res: ServerResponse, err: unknown, logger: Logger, re
   const known = err instanceof ServiceError;
   const error = known
     ? err
-    : new ServiceError({ status: 500, type: 'server_error', code: 'internal_error', message: 'The server failed to handle the request.' });
+    : new ServiceError({
+        status: 500,
+        type: 'server_error',
+        code: 'internal_error',
+        message: 'The server failed to handle the request.',
+      });
   if (!known) logger.error('unhandled error', { request_id: requestId, err: serializeError(err) });
-  else if (error.status >= 500) logger.error('request failed', { request_id: requestId, status: error.status, code: error.code });
+  else if (error.status >= 500)
+    logger.error('request failed', { request_id: requestId, status: error.status, code: error.code });
   const body = JSON.stringify(error.toBody());
-  res.writeHead(error.status, { ...error.headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  res.writeHead(error.status, {
+    ...error.headers,
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+  });
   res.end(body);
 }

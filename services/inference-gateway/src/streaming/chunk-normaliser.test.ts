@@ -14,10 +14,23 @@ describe('ChunkNormaliser', () => {
   it('splits a first chunk that carries role, content and finish into a role chunk and the rest', () => {
     const normaliser = new ChunkNormaliser('a/b', 10);
     const out: ChatCompletionChunk[] = [];
-    normaliser.accept(chunk([{ index: 0, delta: { role: 'assistant', content: 'Hi' }, finish_reason: 'stop' }], { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 }), out);
+    normaliser.accept(
+      chunk([{ index: 0, delta: { role: 'assistant', content: 'Hi' }, finish_reason: 'stop' }], {
+        prompt_tokens: 9,
+        completion_tokens: 1,
+        total_tokens: 10,
+      }),
+      out,
+    );
     normaliser.finish(out);
     expect(out).toHaveLength(3);
-    expect(out[0]).toEqual({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'a/b', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] });
+    expect(out[0]).toEqual({
+      id: 'c1',
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: 'a/b',
+      choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
+    });
     expect(out[1]?.choices[0]?.delta).toEqual({ content: 'Hi' });
     expect('usage' in (out[1] as object)).toBe(false);
     expect(out[2]).toMatchObject({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } });
@@ -26,7 +39,14 @@ describe('ChunkNormaliser', () => {
   it('holds engine usage chunks back and sends only the last at the end', () => {
     const normaliser = new ChunkNormaliser('a/b', 10);
     const out: ChatCompletionChunk[] = [];
-    normaliser.accept(chunk([{ index: 0, delta: { role: 'assistant', content: '' } }], { prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 }), out);
+    normaliser.accept(
+      chunk([{ index: 0, delta: { role: 'assistant', content: '' } }], {
+        prompt_tokens: 5,
+        completion_tokens: 0,
+        total_tokens: 5,
+      }),
+      out,
+    );
     normaliser.accept(chunk([], { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 }), out);
     normaliser.accept(chunk([{ index: 0, delta: { content: 'x' } }]), out);
     normaliser.accept(chunk([], { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 }), out);

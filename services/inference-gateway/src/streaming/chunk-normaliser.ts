@@ -140,12 +140,21 @@ export class ChunkNormaliser {
   private roleChunk(indexes: number[]): ChatCompletionChunk {
     return {
       ...this.base(),
-      choices: indexes.map((index) => ({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null })),
+      choices: indexes.map((index) => ({
+        index,
+        delta: { role: 'assistant', content: '' },
+        logprobs: null,
+        finish_reason: null,
+      })),
     };
   }
 
   private base(): Pick<ChatCompletionChunk, 'id' | 'object' | 'created' | 'model'> {
-    const template = this.template ?? { id: 'chatcmpl-gateway', created: Math.floor(Date.now() / 1000), model: this.modelId };
+    const template = this.template ?? {
+      id: 'chatcmpl-gateway',
+      created: Math.floor(Date.now() / 1000),
+      model: this.modelId,
+    };
     return { id: template.id, object: 'chat.completion.chunk', created: template.created, model: template.model };
   }
 }
@@ -158,7 +167,11 @@ function dropUsage(chunk: EngineChunk): void {
 function isUsage(value: unknown): value is Usage {
   if (typeof value !== 'object' || value === null) return false;
   const usage = value as Partial<Usage>;
-  return typeof usage.prompt_tokens === 'number' && typeof usage.completion_tokens === 'number' && typeof usage.total_tokens === 'number';
+  return (
+    typeof usage.prompt_tokens === 'number' &&
+    typeof usage.completion_tokens === 'number' &&
+    typeof usage.total_tokens === 'number'
+  );
 }
 
 /** A first chunk that only opens the choices: a role, empty or no content, no finish. */

@@ -5,14 +5,22 @@ const token = (extra: string) =>
 
 describe('isPassthroughChunk', () => {
   it('passes a compact token chunk with its own usage', () => {
-    expect(isPassthroughChunk(`${token('')},"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1}}`)).toBe(true);
+    expect(isPassthroughChunk(`${token('')},"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1}}`)).toBe(
+      true,
+    );
   });
 
   it.each([
     ['no usage', `${token('')}}`],
     ['null usage', `${token('')},"usage":null}`],
-    ['a finish_reason', token('').replace('"finish_reason":null', '"finish_reason":"stop"') + ',"usage":{"prompt_tokens":3}}'],
-    ['a second choice that finishes', token('').replace(']', ',{"index":1,"delta":{},"finish_reason":"stop"}]') + ',"usage":{"prompt_tokens":3}}'],
+    [
+      'a finish_reason',
+      token('').replace('"finish_reason":null', '"finish_reason":"stop"') + ',"usage":{"prompt_tokens":3}}',
+    ],
+    [
+      'a second choice that finishes',
+      token('').replace(']', ',{"index":1,"delta":{},"finish_reason":"stop"}]') + ',"usage":{"prompt_tokens":3}}',
+    ],
     ['empty choices', '{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}'],
     ['an error event', '{"error":{"message":"x"},"choices":[{"finish_reason":null}],"usage":{"prompt_tokens":1}}'],
     ['no finish_reason key', '{"object":"chat.completion.chunk","choices":[{"delta":{}}],"usage":{"prompt_tokens":1}}'],

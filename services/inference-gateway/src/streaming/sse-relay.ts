@@ -1,7 +1,14 @@
 import type { ServerResponse } from 'node:http';
-import { SSE_DONE_LINE, type ChatCompletionChunk } from '@tollway/contracts';
+import { SSE_DONE_LINE } from '@tollway/contracts';
 import type { SettledUsage } from '../admission/admission.types';
-import { EngineAbortedError, EngineStreamError, RAW_JSON, type ChunkStream, type ClientAbort, type StreamItem } from '../engines/engine.types';
+import {
+  EngineAbortedError,
+  EngineStreamError,
+  RAW_JSON,
+  type ChunkStream,
+  type ClientAbort,
+  type StreamItem,
+} from '../engines/engine.types';
 import type { ChunkNormaliser } from './chunk-normaliser';
 
 /** Headers of every SSE response. */
@@ -52,7 +59,8 @@ export async function relayStream(
     res.end(frames(out) + DONE_FRAME);
     return { outcome: 'done', usage: normaliser.settledUsage() };
   } catch (err) {
-    if (signal.aborted || err instanceof EngineAbortedError) return { outcome: 'aborted', usage: normaliser.settledUsage() };
+    if (signal.aborted || err instanceof EngineAbortedError)
+      return { outcome: 'aborted', usage: normaliser.settledUsage() };
     if (!res.destroyed) res.end(`data: ${JSON.stringify(streamErrorEvent(err))}\n\n`);
     return { outcome: 'failed', usage: normaliser.settledUsage(), error: err };
   } finally {
@@ -62,7 +70,9 @@ export async function relayStream(
 }
 
 /** The event that ends a broken stream: the envelope, with the engine's message when it gave one. */
-export function streamErrorEvent(err: unknown): { error: { message: string; type: string; param: null; code: string } } {
+export function streamErrorEvent(err: unknown): {
+  error: { message: string; type: string; param: null; code: string };
+} {
   const engineMessage = err instanceof EngineStreamError ? err.engineError?.message : undefined;
   const message =
     typeof engineMessage === 'string'
@@ -75,7 +85,8 @@ export function streamErrorEvent(err: unknown): { error: { message: string; type
 
 function frames(items: readonly StreamItem[]): string {
   let text = '';
-  for (const item of items) text += `data: ${typeof item === 'string' ? item : (item[RAW_JSON] ?? JSON.stringify(item))}\n\n`;
+  for (const item of items)
+    text += `data: ${typeof item === 'string' ? item : (item[RAW_JSON] ?? JSON.stringify(item))}\n\n`;
   return text;
 }
 

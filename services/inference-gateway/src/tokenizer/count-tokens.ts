@@ -33,7 +33,8 @@ export function countPromptTokens(messages: readonly CountableMessage[]): number
     if (typeof content === 'string') total += countTextTokens(content);
     else if (Array.isArray(content)) total += countContentParts(content);
     if (message.name) total += countTextTokens(message.name) + 1;
-    if (message.tool_calls && message.tool_calls.length > 0) total += countTextTokens(JSON.stringify(message.tool_calls));
+    if (message.tool_calls && message.tool_calls.length > 0)
+      total += countTextTokens(JSON.stringify(message.tool_calls));
   }
   return total;
 }

@@ -42,13 +42,23 @@ export function checkNarrowing(request: CreateChatCompletionRequest, model: Cata
       throw new ParameterError(`Model '${model.id}' only supports n=1, got n=${request.n}.`, 'n');
     }
     if (request.presence_penalty != null && request.presence_penalty !== 0) {
-      throw new ParameterError(`Model '${model.id}' requires presence_penalty=0.0, got ${request.presence_penalty}.`, 'presence_penalty');
+      throw new ParameterError(
+        `Model '${model.id}' requires presence_penalty=0.0, got ${request.presence_penalty}.`,
+        'presence_penalty',
+      );
     }
     if (request.frequency_penalty != null && request.frequency_penalty !== 0) {
-      throw new ParameterError(`Model '${model.id}' requires frequency_penalty=0.0, got ${request.frequency_penalty}.`, 'frequency_penalty');
+      throw new ParameterError(
+        `Model '${model.id}' requires frequency_penalty=0.0, got ${request.frequency_penalty}.`,
+        'frequency_penalty',
+      );
     }
   }
-  if (model.production && request.top_p != null && (request.top_p < PRODUCTION_TOP_P.min || request.top_p > PRODUCTION_TOP_P.max)) {
+  if (
+    model.production &&
+    request.top_p != null &&
+    (request.top_p < PRODUCTION_TOP_P.min || request.top_p > PRODUCTION_TOP_P.max)
+  ) {
     throw new ParameterError(
       `Model '${model.id}' is production-flagged: top_p must be within ${PRODUCTION_TOP_P.min} and ${PRODUCTION_TOP_P.max}, got ${request.top_p}.`,
       'top_p',

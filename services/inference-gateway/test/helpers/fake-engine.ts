@@ -49,13 +49,24 @@ export class FakeEngine {
       `data: ${JSON.stringify({ id: 'fake-1', object: 'chat.completion.chunk', created: 1, model: record.model, choices: [{ index: 0, delta, finish_reason: null, ...extra }] })}\n\n`;
     switch (record.model) {
       case 'flat':
-        return raw(res, 400, 'application/json', '{"object":"error","message":"bad thing","type":"BadRequestError","param":"temperature","code":400}');
+        return raw(
+          res,
+          400,
+          'application/json',
+          '{"object":"error","message":"bad thing","type":"BadRequestError","param":"temperature","code":400}',
+        );
       case 'text':
         return raw(res, 400, 'text/plain; charset=utf-8', 'Inference error: top_k must be at least -1');
       case 'nested':
         return json(res, 400, { error: { message: 'nested bad', type: 'BadRequestError', param: 'top_k', code: 400 } });
       case 'always-503':
-        return json(res, 503, { object: 'error', message: 'overloaded', type: 'ServiceUnavailable', param: null, code: 503 });
+        return json(res, 503, {
+          object: 'error',
+          message: 'overloaded',
+          type: 'ServiceUnavailable',
+          param: null,
+          code: 503,
+        });
       case 'hang':
         return; // never answers
       case 'record':
@@ -82,12 +93,16 @@ export class FakeEngine {
         return;
       case 'error-first-stream':
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        return void res.end('data: {"error":{"message":"prompt too long","type":"BadRequestError","param":"messages","code":400}}\n\n');
+        return void res.end(
+          'data: {"error":{"message":"prompt too long","type":"BadRequestError","param":"messages","code":400}}\n\n',
+        );
       case 'error-mid-stream':
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write(chunk({ role: 'assistant', content: '' }));
         res.write(chunk({ content: 'Hel' }));
-        return void res.end('data: {"error":{"message":"engine ran out of memory","type":"InternalServerError","code":500}}\n\n');
+        return void res.end(
+          'data: {"error":{"message":"engine ran out of memory","type":"InternalServerError","code":500}}\n\n',
+        );
       case 'slow-stream': {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write(chunk({ role: 'assistant', content: '' }));
@@ -96,7 +111,13 @@ export class FakeEngine {
         return;
       }
       default:
-        return json(res, 404, { object: 'error', message: `no model ${record.model}`, type: 'NotFoundError', param: null, code: 404 });
+        return json(res, 404, {
+          object: 'error',
+          message: `no model ${record.model}`,
+          type: 'NotFoundError',
+          param: null,
+          code: 404,
+        });
     }
   }
 }

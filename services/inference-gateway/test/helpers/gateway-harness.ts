@@ -32,7 +32,11 @@ export function catalogModels(entries: unknown[]): CatalogModel[] {
 }
 
 /** An entry served by an OpenAI-compatible engine at `baseUrls`. */
-export function httpModel(id: string, baseUrls: string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
+export function httpModel(
+  id: string,
+  baseUrls: string[],
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     id,
     owned_by: 'test',
@@ -48,7 +52,10 @@ export async function startGateway(
   models: CatalogModel[],
   options: { admission?: Admission; env?: Record<string, string> } = {},
 ): Promise<GatewayHarness> {
-  const config = loadGatewayConfig({ env: { API_KEYS: TEST_KEY, UPSTREAM_TIMEOUT_MS: '5000', ...options.env }, argv: [] });
+  const config = loadGatewayConfig({
+    env: { API_KEYS: TEST_KEY, UPSTREAM_TIMEOUT_MS: '5000', ...options.env },
+    argv: [],
+  });
   const logger = createLogger({ service: 'gateway-test', silent: true });
   const catalog = new CatalogStore(models);
   const engines = new EngineRegistry({ connections: 16, timeoutMs: config.upstreamTimeoutMs });

@@ -5,7 +5,18 @@ import { badEngineResponse, engineUnavailable, upstreamTimeout } from '../../err
 import { isPassthroughChunk } from '../../streaming/passthrough';
 import { SseParser } from '../../streaming/sse-parser';
 import { EngineHttpError, flattenEngineError } from '../engine-error';
-import { EngineAbortedError, EngineStreamError, RAW_JSON, type ChunkStream, type ClientAbort, type EngineChunk, type StreamItem, type CompletionResult, type Engine, type EngineCall } from '../engine.types';
+import {
+  EngineAbortedError,
+  EngineStreamError,
+  RAW_JSON,
+  type ChunkStream,
+  type ClientAbort,
+  type EngineChunk,
+  type StreamItem,
+  type CompletionResult,
+  type Engine,
+  type EngineCall,
+} from '../engine.types';
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
 import { toEngineBody } from './to-engine';
 
@@ -123,7 +134,10 @@ export class OpenAICompatibleEngine implements Engine {
           method: 'POST',
           path: replica.chatPath,
           headers: replica.headers,
-          body: toEngineBody(call.request, { upstreamModel: replica.upstreamModel, continuousUsage: this.continuousUsage }),
+          body: toEngineBody(call.request, {
+            upstreamModel: replica.upstreamModel,
+            continuousUsage: this.continuousUsage,
+          }),
           signal: call.signal,
         });
       } catch (err) {
@@ -133,7 +147,8 @@ export class OpenAICompatibleEngine implements Engine {
           replica = this.replicas.pick(replica);
           continue;
         }
-        if (errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT') throw upstreamTimeout(this.modelId, this.options.timeoutMs, err);
+        if (errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT')
+          throw upstreamTimeout(this.modelId, this.options.timeoutMs, err);
         throw engineUnavailable(this.modelId, err);
       }
       if (response.statusCode === 200) return { replica, response };
@@ -154,7 +169,11 @@ export class OpenAICompatibleEngine implements Engine {
   }
 
   /** Parses the engine's SSE into chunk batches; throws EngineStreamError when the stream breaks. */
-  private async *readChunks(body: Dispatcher.ResponseData['body'], replica: Replica, signal: ClientAbort): AsyncGenerator<StreamItem[]> {
+  private async *readChunks(
+    body: Dispatcher.ResponseData['body'],
+    replica: Replica,
+    signal: ClientAbort,
+  ): AsyncGenerator<StreamItem[]> {
     const parser = new SseParser();
     let done = false;
     try {
@@ -185,14 +204,20 @@ export class OpenAICompatibleEngine implements Engine {
         // leaving a for-await early would destroy the body and with it the keep-alive connection.
       }
       if (!done) {
-        const batch = parser.end().filter((payload) => payload !== '[DONE]').map((payload) => this.parseChunk(payload, replica));
+        const batch = parser
+          .end()
+          .filter((payload) => payload !== '[DONE]')
+          .map((payload) => this.parseChunk(payload, replica));
         if (batch.length > 0) yield batch;
         throw new EngineStreamError('The engine ended the stream before [DONE].', null);
       }
     } catch (err) {
       if (err instanceof EngineStreamError) throw err;
       if (signal.aborted) throw new EngineAbortedError(null);
-      const message = errorCode(err) === 'UND_ERR_BODY_TIMEOUT' ? 'The engine stopped sending within the upstream timeout.' : 'The engine connection broke mid-stream.';
+      const message =
+        errorCode(err) === 'UND_ERR_BODY_TIMEOUT'
+          ? 'The engine stopped sending within the upstream timeout.'
+          : 'The engine connection broke mid-stream.';
       throw new EngineStreamError(message, null, { cause: err });
     } finally {
       replica.outstanding--;
@@ -214,7 +239,8 @@ export class OpenAICompatibleEngine implements Engine {
     } catch (err) {
       throw new EngineStreamError('The engine sent an event that is not JSON.', null, { cause: err });
     }
-    if (typeof parsed !== 'object' || parsed === null) throw new EngineStreamError('The engine sent an event that is not an object.', null);
+    if (typeof parsed !== 'object' || parsed === null)
+      throw new EngineStreamError('The engine sent an event that is not an object.', null);
     const record = parsed as Record<string, unknown>;
     if (record.error && typeof record.error === 'object') {
       throw new EngineStreamError('The engine reported an error mid-stream.', record.error as Record<string, unknown>);

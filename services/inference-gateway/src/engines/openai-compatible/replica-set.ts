@@ -36,7 +36,10 @@ export class ReplicaSet {
     this.replicas = specs.map((spec) => {
       const url = new URL(spec.base_url);
       const base = url.pathname.replace(/\/+$/, '');
-      const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      };
       if (spec.api_key) headers.authorization = `Bearer ${spec.api_key}`;
       return {
         pool: new Pool(url.origin, {

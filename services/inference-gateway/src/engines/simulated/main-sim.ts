@@ -18,7 +18,9 @@ async function main(): Promise<void> {
     config.modelName,
   );
   const port = await sim.listen(config.port, config.host);
-  process.stdout.write(`${JSON.stringify({ level: 'info', message: 'simulated engine listening', host: config.host, port })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ level: 'info', message: 'simulated engine listening', host: config.host, port })}\n`,
+  );
   const stop = () => void sim.close().then(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

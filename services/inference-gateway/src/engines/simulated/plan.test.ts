@@ -8,7 +8,8 @@ const options = { defaultMaxTokens: 64, reasoning: false };
 
 describe('simulated completion plan', () => {
   it('is deterministic for a prompt and seed, and changes with either', () => {
-    const text = (request: CreateChatCompletionRequest) => planCompletion(request, options).choices[0]?.contentPieces.join('');
+    const text = (request: CreateChatCompletionRequest) =>
+      planCompletion(request, options).choices[0]?.contentPieces.join('');
     expect(text({ ...base, seed: 7 })).toBe(text({ ...base, seed: 7 }));
     expect(text({ ...base, seed: 7 })).not.toBe(text({ ...base, seed: 8 }));
     expect(text(base)).not.toBe(text({ ...base, messages: [{ role: 'user', content: 'Describe the land.' }] }));
@@ -53,19 +54,36 @@ describe('simulated completion plan', () => {
     expect(JSON.parse(object.choices[0]!.contentPieces.join(''))).toEqual({ answer: expect.any(String) });
     const schema = {
       type: 'object',
-      properties: { name: { type: 'string' }, age: { type: 'integer' }, tags: { type: 'array', items: { type: 'string' } }, ok: { type: 'boolean' } },
+      properties: {
+        name: { type: 'string' },
+        age: { type: 'integer' },
+        tags: { type: 'array', items: { type: 'string' } },
+        ok: { type: 'boolean' },
+      },
     };
-    const typed = planCompletion({ ...base, response_format: { type: 'json_schema', json_schema: { name: 's', schema } } }, options);
+    const typed = planCompletion(
+      { ...base, response_format: { type: 'json_schema', json_schema: { name: 's', schema } } },
+      options,
+    );
     const value = JSON.parse(typed.choices[0]!.contentPieces.join('')) as Record<string, unknown>;
-    expect(value).toEqual({ name: expect.any(String), age: expect.any(Number), tags: [expect.any(String), expect.any(String)], ok: expect.any(Boolean) });
+    expect(value).toEqual({
+      name: expect.any(String),
+      age: expect.any(Number),
+      tags: [expect.any(String), expect.any(String)],
+      ok: expect.any(Boolean),
+    });
   });
 
   it('calls a tool when required, forced by name, or named in the prompt; not for none or unrelated prompts', () => {
     const tools = [
-      { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+      {
+        type: 'function',
+        function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+      },
       { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } },
     ];
-    const call = (request: Partial<CreateChatCompletionRequest>) => planCompletion({ ...base, tools, ...request }, options).choices[0]!;
+    const call = (request: Partial<CreateChatCompletionRequest>) =>
+      planCompletion({ ...base, tools, ...request }, options).choices[0]!;
     expect(call({ tool_choice: 'required' }).toolCall?.name).toBe('get_weather');
     expect(call({ tool_choice: 'required' }).finishReason).toBe('tool_calls');
     expect(call({ tool_choice: { type: 'function', function: { name: 'get_time' } } }).toolCall?.name).toBe('get_time');
@@ -89,13 +107,17 @@ describe('simulated completion plan', () => {
     const completion = renderCompletion(plan, 'id', 1);
     expect(completion.choices[0]?.message.reasoning_content?.length).toBeGreaterThan(0);
     expect(completion.usage?.completion_tokens_details?.reasoning_tokens).toBe(plan.choices[0]!.reasoningPieces.length);
-    expect(completion.usage?.completion_tokens).toBe(plan.choices[0]!.reasoningPieces.length + plan.choices[0]!.contentPieces.length);
+    expect(completion.usage?.completion_tokens).toBe(
+      plan.choices[0]!.reasoningPieces.length + plan.choices[0]!.contentPieces.length,
+    );
   });
 
   it('renders streams as vLLM does: role chunk, one token per chunk, finish on the last token, usage chunk', () => {
     const plan = planCompletion({ ...base, max_tokens: 3 }, options);
     const streamOptions = { includeUsage: true, continuousUsage: false };
-    const steps = Array.from({ length: tokenSteps(plan) + 2 }, (_, step) => renderStep(plan, step, 'id', 1, streamOptions));
+    const steps = Array.from({ length: tokenSteps(plan) + 2 }, (_, step) =>
+      renderStep(plan, step, 'id', 1, streamOptions),
+    );
     expect(steps[0]?.[0]?.choices[0]?.delta).toEqual({ role: 'assistant', content: '' });
     expect(steps[3]?.[0]?.choices[0]?.finish_reason).toBe('length');
     expect(steps[4]?.[0]).toMatchObject({ choices: [], usage: { completion_tokens: 3 } });

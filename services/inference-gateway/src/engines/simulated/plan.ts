@@ -112,14 +112,19 @@ function planChoice(
     const args = JSON.stringify(sampleSchema(tool.parameters, rng, 0) ?? {});
     const pieces = tokenPieces(args);
     const cut = pieces.length > budget;
-    const toolCall: PlannedToolCall = { id: `call_${hex(rng)}${hex(rng)}`, name: tool.name, argumentPieces: pieces.slice(0, budget) };
+    const toolCall: PlannedToolCall = {
+      id: `call_${hex(rng)}${hex(rng)}`,
+      name: tool.name,
+      argumentPieces: pieces.slice(0, budget),
+    };
     return finished(index, reasoningPieces, [], toolCall, cut ? 'length' : 'tool_calls', null);
   }
   const format = request.response_format?.type;
   const wantsJson = format === 'json_object' || format === 'json_schema';
   const natural = wantsJson ? tokenPieces(JSON.stringify(jsonAnswer(request, rng))) : sentence(rng);
   // Like vLLM's ignore_eos: keep writing sentences until max_tokens (for load tests).
-  while (options.ignoreEos && !wantsJson && natural.length < budget) natural.push(...sentence(rng).map((p, i) => (i === 0 ? ` ${p}` : p)));
+  while (options.ignoreEos && !wantsJson && natural.length < budget)
+    natural.push(...sentence(rng).map((p, i) => (i === 0 ? ` ${p}` : p)));
   const contentPieces: string[] = [];
   let finishReason: FinishReason = 'stop';
   let text = '';
@@ -137,7 +142,9 @@ function planChoice(
     contentPieces.push(piece);
     text += piece;
   }
-  const logprobs = request.logprobs ? contentPieces.map((piece) => tokenLogprob(piece, request.top_logprobs ?? 0, rng)) : null;
+  const logprobs = request.logprobs
+    ? contentPieces.map((piece) => tokenLogprob(piece, request.top_logprobs ?? 0, rng))
+    : null;
   return finished(index, reasoningPieces, contentPieces, null, finishReason, logprobs);
 }
 
@@ -261,7 +268,11 @@ function tokenLogprob(piece: string, top: number, rng: () => number): TokenLogpr
   const alternatives = [{ token: piece, logprob, bytes: [...Buffer.from(piece)] }];
   for (let i = 1; i < top; i++) {
     const token = pick(rng);
-    alternatives.push({ token, logprob: logprob - i - Math.round(rng() * 1000) / 1000, bytes: [...Buffer.from(token)] });
+    alternatives.push({
+      token,
+      logprob: logprob - i - Math.round(rng() * 1000) / 1000,
+      bytes: [...Buffer.from(token)],
+    });
   }
   return { token: piece, logprob, bytes: [...Buffer.from(piece)], top_logprobs: alternatives.slice(0, top) };
 }

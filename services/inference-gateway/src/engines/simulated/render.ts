@@ -119,7 +119,12 @@ function choiceAt(choice: ChoicePlan, t: number): ChunkChoice | null {
   const finish = t === total - 1 ? choice.finishReason : null;
   const reasoning = choice.reasoningPieces.length;
   if (t < reasoning) {
-    return { index: choice.index, delta: { reasoning_content: choice.reasoningPieces[t] as string }, logprobs: null, finish_reason: finish };
+    return {
+      index: choice.index,
+      delta: { reasoning_content: choice.reasoningPieces[t] as string },
+      logprobs: null,
+      finish_reason: finish,
+    };
   }
   const k = t - reasoning;
   if (choice.toolCall) {
@@ -144,7 +149,11 @@ function choiceAt(choice: ChoicePlan, t: number): ChunkChoice | null {
 function usageAt(plan: CompletionPlan, step: number): Usage {
   let completion = 0;
   for (const choice of plan.choices) completion += Math.min(step, choice.completionTokens);
-  return { prompt_tokens: plan.promptTokens, completion_tokens: completion, total_tokens: plan.promptTokens + completion };
+  return {
+    prompt_tokens: plan.promptTokens,
+    completion_tokens: completion,
+    total_tokens: plan.promptTokens + completion,
+  };
 }
 
 /** Usage of the first `step` token steps, for a generation cut short by an abort. */

@@ -35,7 +35,14 @@ export class SimServer {
     this.simulator = new Simulator(options);
     this.server = createServer((req, res) => {
       this.handle(req, res).catch(() => {
-        if (!res.headersSent) this.sendJson(res, 500, { object: 'error', message: 'internal error', type: 'InternalServerError', param: null, code: 500 });
+        if (!res.headersSent)
+          this.sendJson(res, 500, {
+            object: 'error',
+            message: 'internal error',
+            type: 'InternalServerError',
+            param: null,
+            code: 500,
+          });
         else res.destroy();
       });
     });
@@ -67,10 +74,14 @@ export class SimServer {
     const url = req.url ?? '/';
     if (req.method === 'POST' && url === '/v1/chat/completions') return this.chat(req, res);
     if (req.method === 'GET' && url === '/v1/models') {
-      return this.sendJson(res, 200, { object: 'list', data: [{ id: this.modelName, object: 'model', created: 0, owned_by: 'tollway-sim' }] });
+      return this.sendJson(res, 200, {
+        object: 'list',
+        data: [{ id: this.modelName, object: 'model', created: 0, owned_by: 'tollway-sim' }],
+      });
     }
     if (req.method === 'GET' && url === '/health') return this.sendJson(res, 200, { status: 'ok' });
-    if (req.method === 'GET' && url === '/sim/stats') return this.sendJson(res, 200, { ...this.stats, ...this.simulator.load() });
+    if (req.method === 'GET' && url === '/sim/stats')
+      return this.sendJson(res, 200, { ...this.stats, ...this.simulator.load() });
     req.resume();
     this.sendJson(res, 404, { object: 'error', message: 'Not Found', type: 'NotFoundError', param: null, code: 404 });
   }
@@ -92,9 +103,13 @@ export class SimServer {
       return this.refuse(res, new SimParameterError(`${param ?? 'body'}: ${issue?.message ?? 'invalid'}`, param));
     }
     const request = parsed.data;
-    const streamOptions = request.stream_options as { include_usage?: boolean | null; continuous_usage_stats?: unknown } | null | undefined;
+    const streamOptions = request.stream_options as
+      { include_usage?: boolean | null; continuous_usage_stats?: unknown } | null | undefined;
     if (streamOptions && !request.stream) {
-      return this.refuse(res, new SimParameterError('Stream options can only be defined when `stream=True`.', 'stream_options'));
+      return this.refuse(
+        res,
+        new SimParameterError('Stream options can only be defined when `stream=True`.', 'stream_options'),
+      );
     }
     const controller = new AbortController();
     res.on('close', () => {
@@ -105,7 +120,10 @@ export class SimServer {
         const completion = await this.simulator.complete(request, controller.signal);
         this.sendJson(res, 200, completion);
       } else {
-        const options = { includeUsage: streamOptions?.include_usage === true, continuousUsage: streamOptions?.continuous_usage_stats === true };
+        const options = {
+          includeUsage: streamOptions?.include_usage === true,
+          continuousUsage: streamOptions?.continuous_usage_stats === true,
+        };
         res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
         for await (const batch of this.simulator.stream(request, controller.signal, options)) {
           let text = '';

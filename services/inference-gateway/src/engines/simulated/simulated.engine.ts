@@ -27,7 +27,10 @@ export class SimulatedEngine implements Engine {
 
   async stream(call: EngineCall): Promise<ChunkStream> {
     // Like an HTTP engine asked for usage: final usage chunk and usage on every chunk.
-    const generator = this.simulator.stream(call.request, call.signal.toAbortSignal(), { includeUsage: true, continuousUsage: true });
+    const generator = this.simulator.stream(call.request, call.signal.toAbortSignal(), {
+      includeUsage: true,
+      continuousUsage: true,
+    });
     let first: IteratorResult<ChatCompletionChunk[]>;
     try {
       first = await generator.next();

@@ -23,11 +23,20 @@ export class SimParameterError extends Error {
 export const TEXT_ERROR_PREFIX = 'Inference error: ';
 
 /** The engine's error body for a refused parameter, in the configured style. */
-export function renderSimError(err: SimParameterError, style: SimulationOptions['error_style']): { contentType: string; body: string } {
+export function renderSimError(
+  err: SimParameterError,
+  style: SimulationOptions['error_style'],
+): { contentType: string; body: string } {
   if (style === 'text') return { contentType: 'text/plain; charset=utf-8', body: `${TEXT_ERROR_PREFIX}${err.message}` };
   return {
     contentType: 'application/json',
-    body: JSON.stringify({ object: 'error', message: err.message, type: 'BadRequestError', param: err.param, code: 400 }),
+    body: JSON.stringify({
+      object: 'error',
+      message: err.message,
+      type: 'BadRequestError',
+      param: err.param,
+      code: 400,
+    }),
   };
 }
 
@@ -46,7 +55,10 @@ export class Simulator {
   /** Checks what the engine itself refuses and plans the completion. Throws SimParameterError. */
   plan(request: CreateChatCompletionRequest): CompletionPlan {
     if (request.top_logprobs != null && request.top_logprobs > MAX_TOP_LOGPROBS) {
-      throw new SimParameterError(`top_logprobs must be at most ${MAX_TOP_LOGPROBS}, got ${request.top_logprobs}.`, 'top_logprobs');
+      throw new SimParameterError(
+        `top_logprobs must be at most ${MAX_TOP_LOGPROBS}, got ${request.top_logprobs}.`,
+        'top_logprobs',
+      );
     }
     if (request.top_logprobs != null && request.top_logprobs > 0 && !request.logprobs) {
       throw new SimParameterError('when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs');
@@ -74,7 +86,8 @@ export class Simulator {
     await this.acquire(signal, plan);
     const started = performance.now();
     try {
-      const duration = this.options.time_to_first_token_ms + this.options.time_per_output_token_ms * (tokenSteps(plan) - 1);
+      const duration =
+        this.options.time_to_first_token_ms + this.options.time_per_output_token_ms * (tokenSteps(plan) - 1);
       if (duration > 0) await this.wait(duration, signal, plan, started);
       return renderCompletion(plan, completionId(), Math.floor(Date.now() / 1000));
     } finally {
