@@ -169,10 +169,8 @@ export class ChildPool {
 
   private spawn(): void {
     if (this.closed) return;
-    const proc = forkNodeFile(this.childFile, {
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      serialization: 'advanced',
-    });
+    // JSON serialization: every message is JSON already, and it is the faster one for small messages.
+    const proc = forkNodeFile(this.childFile, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const child: PooledChild = { process: proc, ready: false, turn: null };
     this.children.add(child);
     proc.on('message', (message: ChildMessage) => this.onMessage(child, message));
