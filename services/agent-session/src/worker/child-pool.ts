@@ -65,15 +65,6 @@ export class ChildPool {
     return ready;
   }
 
-  /** Process ids of the children running turns now, by turn id (observability and tests). */
-  runningPids(): Map<string, number> {
-    const pids = new Map<string, number>();
-    for (const child of this.children) {
-      if (child.turn && child.process.pid !== undefined) pids.set(child.turn.turnId, child.process.pid);
-    }
-    return pids;
-  }
-
   /**
    * Reserves an idle child for one turn, waiting for one if all are busy; null when `cancel` aborts
    * first. The reservation is used by `run` or handed back with `release`.

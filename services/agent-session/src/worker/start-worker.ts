@@ -32,8 +32,6 @@ export interface StartWorkerDeps {
 export interface RunningWorker {
   /** Unique id of this worker in the registry. */
   workerId: string;
-  /** Process ids of the agent processes running turns now, by turn id. */
-  runningPids(): Map<string, number>;
   /** Stops taking turns, lets those under way finish (briefly), deregisters and closes connections. */
   close(): Promise<void>;
 }
@@ -165,5 +163,5 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
       await queue.close();
       await Promise.all([redis.quit(), queueRedis.quit()]);
     })());
-  return { workerId, runningPids: () => pool.runningPids(), close };
+  return { workerId, close };
 }
