@@ -56,7 +56,7 @@ export async function startGatewayProcess(
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start within 20 s: ${stderr}`)), 20_000);
+    const timer = setTimeout(() => reject(new Error(`gateway did not start within 40 s: ${stderr}`)), 40_000);
     const lines = createInterface({ input: child.stdout! });
     lines.on('line', (line) => {
       try {

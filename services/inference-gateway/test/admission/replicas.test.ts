@@ -22,14 +22,14 @@ const simulated = (extra: Record<string, unknown>) => ({
 });
 const catalog = writeCatalog([
   { id: 'test/fast', owned_by: 'test', created: 1, price_per_million: { input: 1, output: 1 }, engine: simulated({}) },
-  // A hundred slots and long streams (100 tokens × 100 ms).
+  // A hundred slots and long streams (100 tokens × 300 ms): held far longer than any burst takes.
   {
     id: 'test/held',
     owned_by: 'test',
     created: 1,
     capacity: 100,
     price_per_million: { input: 1, output: 1 },
-    engine: simulated({ time_per_output_token_ms: 100, max_concurrency: 512 }),
+    engine: simulated({ time_per_output_token_ms: 300, max_concurrency: 512 }),
   },
   // One slot, long streams (100 tokens × 100 ms): for the crashed-replica test.
   {
@@ -44,6 +44,8 @@ const catalog = writeCatalog([
 const agent = new Agent({ connections: 400, pipelining: 1 });
 let a: GatewayProcess;
 let b: GatewayProcess;
+/** The replica that gets SIGKILLed. */
+let victim: GatewayProcess;
 
 beforeAll(async () => {
   const env = {
@@ -53,16 +55,13 @@ beforeAll(async () => {
     // Far longer than the 1 s revocation bound: only pub/sub can make the test pass.
     AUTH_CACHE_TTL_MS: '60000',
     CAPACITY_LEASE_MS: String(LEASE_MS),
-    LOG_LEVEL: 'warn',
+    LOG_LEVEL: 'info', // the harness waits for the 'gateway listening' record
   };
-  [a, b] = await Promise.all([
-    startGatewayProcess({ ...env, LOG_LEVEL: 'info' }),
-    startGatewayProcess({ ...env, LOG_LEVEL: 'info' }),
-  ]);
-}, 40_000);
+  [a, b, victim] = await Promise.all([startGatewayProcess(env), startGatewayProcess(env), startGatewayProcess(env)]);
+}, 60_000);
 
 afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
+  await Promise.all([a?.stop(), b?.stop(), victim?.stop()]);
   await agent.close();
   catalog.remove();
   await deleteKeysWithPrefix(redis, prefix);
@@ -170,11 +169,6 @@ describe('two gateway replicas on one Redis', () => {
 
   it("does not keep a SIGKILLed replica's capacity lease past the lease time", async () => {
     const { key } = await orgWithKey({ requests: 10_000, input_tokens: 1_000_000, output_tokens: 1_000_000 });
-    const victim = await startGatewayProcess({
-      REDIS_PREFIX: prefix,
-      CATALOG_PATH: catalog.file,
-      CAPACITY_LEASE_MS: String(LEASE_MS),
-    });
     const inFlight = new AbortController();
     const held = await chat(
       victim.baseUrl,
@@ -205,7 +199,7 @@ describe('two gateway replicas on one Redis', () => {
       if (status === 429) await new Promise((resolve) => setTimeout(resolve, 50));
     }
     expect(status).toBe(200);
-    // Admitted as soon as the lease ran out (plus the polling step).
-    expect(Date.now() - killedAt).toBeLessThanOrEqual(LEASE_MS + 500);
-  });
+    // Admitted as soon as the lease ran out (plus the polling step, slow on a busy machine).
+    expect(Date.now() - killedAt).toBeLessThanOrEqual(LEASE_MS + 1000);
+  }, 30_000);
 });
