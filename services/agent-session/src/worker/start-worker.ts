@@ -149,10 +149,12 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
       await reaper.stop();
       pool.stopReserving();
       const closed = worker.close();
+      let graceTimer: NodeJS.Timeout | undefined;
       const graceful = await Promise.race([
         closed.then(() => true),
-        new Promise<false>((resolve) => setTimeout(() => resolve(false), SHUTDOWN_TURN_GRACE_MS).unref()),
+        new Promise<false>((resolve) => (graceTimer = setTimeout(() => resolve(false), SHUTDOWN_TURN_GRACE_MS))),
       ]);
+      clearTimeout(graceTimer);
       if (!graceful) logger.warn('turns still running at shutdown are ended in error');
       await pool.close();
       await closed;
