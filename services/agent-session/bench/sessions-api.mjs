@@ -88,11 +88,16 @@ function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-function call(base, method, pathname, body) {
+/**
+ * One HTTP request on the shared keep-alive agent, or on its own connection with `ownConnection`
+ * (Node's Agent removes a socket from its pool by linear search, so 10,000 pooled long-polls would
+ * measure the client, not the server).
+ */
+function call(base, method, pathname, body, { attempt = 1, ownConnection = false, onSent } = {}) {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers = payload ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } : {};
-    const req = http.request(`${base}${pathname}`, { method, agent, headers }, (res) => {
+    const req = http.request(`${base}${pathname}`, { method, agent: ownConnection ? false : agent, headers }, (res) => {
       const chunks = [];
       res.on('data', (chunk) => chunks.push(chunk));
       res.on('end', () => {
@@ -101,12 +106,13 @@ function call(base, method, pathname, body) {
       });
       res.on('error', reject);
     });
-    // A kept-alive socket the server closed at the same moment: the request never reached it, so retry.
+    // A reset on a kept-alive socket means the request never reached the server; a GET is safe to repeat.
     req.on('error', (err) =>
-      req.reusedSocket && err.code === 'ECONNRESET'
-        ? call(base, method, pathname, body).then(resolve, reject)
+      err.code === 'ECONNRESET' && (req.reusedSocket || (method === 'GET' && attempt < 3))
+        ? call(base, method, pathname, body, { attempt: attempt + 1, ownConnection, onSent }).then(resolve, reject)
         : reject(err),
     );
+    if (onSent) req.once('finish', onSent);
     req.end(payload);
   });
 }
@@ -246,14 +252,37 @@ async function benchHold() {
   const sessions = await runningSessions(base, waiterCount);
   const rssBefore = await rssMb(child.pid);
   let answered = 0;
-  const done = sessions.map(({ id }) =>
-    call(base, 'GET', `/sessions/${id}?wait=true&timeout=300`).then((res) => {
-      answered++;
-      return res;
-    }),
-  );
+  let broken = 0;
+  let sent = 0;
+  const arrivals = [];
+  const done = [];
+  // Opened in batches so the listen backlog is not flooded; every one stays open until its turn ends.
+  for (let i = 0; i < sessions.length; i += 500) {
+    for (const { id } of sessions.slice(i, i + 500)) {
+      done.push(
+        call(base, 'GET', `/sessions/${id}?wait=true&timeout=300`, undefined, {
+          ownConnection: true,
+          onSent: () => sent++,
+        }).then(
+          (res) => {
+            answered++;
+            arrivals.push(performance.now());
+            return res;
+          },
+          (err) => {
+            broken++;
+            return { status: 0, body: null, error: err };
+          },
+        ),
+      );
+    }
+    await sleep(20);
+  }
+  const opening = performance.now();
+  while (sent < waiterCount && performance.now() - opening < 60_000) await sleep(50);
+  const allSentMs = Math.round(performance.now() - opening);
   await sleep(3000);
-  const heldAfter3s = waiterCount - answered;
+  const heldAfter3s = waiterCount - answered - broken;
   const rssHeld = await rssMb(child.pid);
   const started = performance.now();
   await pool(sessions.length, 200, (i) => finish(sessions[i]));
@@ -261,12 +290,21 @@ async function benchHold() {
   const responses = await Promise.all(done);
   results.hold = {
     waiters: waiterCount,
-    held_after_3s: heldAfter3s,
+    all_requests_sent_in_ms: allSentMs,
+    held_3s_later: heldAfter3s,
     api_rss_mb_before: rssBefore,
     api_rss_mb_holding: rssHeld,
     turns_ended_in_ms: Math.round(finishedMs),
     all_answered_in_ms: Math.round(performance.now() - started),
+    answered_p50_ms: Math.round(
+      percentile(
+        arrivals.sort((a, b) => a - b),
+        50,
+      ) - started,
+    ),
+    answered_p90_ms: Math.round(percentile(arrivals, 90) - started),
     answered_idle: responses.filter((res) => res.status === 200 && res.body.status === 'idle').length,
+    connection_errors: responses.filter((res) => res.error).length,
   };
   await stop(child);
 }
@@ -332,12 +370,17 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
   });
 }
 
+const phases = { memory: benchMemory, creates: benchCreates, wake: benchWake, hold: benchHold, turns: benchTurns };
 try {
-  if (only.has('memory')) await benchMemory();
-  if (only.has('creates')) await benchCreates();
-  if (only.has('wake')) await benchWake();
-  if (only.has('hold')) await benchHold();
-  if (only.has('turns')) await benchTurns();
+  for (const [name, run] of Object.entries(phases)) {
+    if (!only.has(name)) continue;
+    try {
+      await run();
+    } catch (err) {
+      results[name] = { failed: `${err.code ?? ''} ${err.message}`.trim(), stack: err.stack };
+      for (const child of children) await stop(child);
+    }
+  }
   console.log(JSON.stringify(results, null, 2));
 } finally {
   for (const child of children) await stop(child);

@@ -1,5 +1,7 @@
+import { createServer, type Server } from 'node:http';
 import { createKeyAuthenticator } from '@tollway/accounts';
-import { closeServer, createLogger, createRedis, installShutdown, listen } from '@tollway/service-kit';
+import type { Express } from 'express';
+import { closeServer, createLogger, createRedis, installShutdown } from '@tollway/service-kit';
 import { buildApp } from './app';
 import { loadApiConfig } from './config';
 import { SessionEventHub } from './store/session-event-hub';
@@ -9,6 +11,25 @@ import { TurnQueueProducer } from './store/turn-queue';
 import { startWorker } from './worker/start-worker';
 import { readWorkerStats } from './worker/worker-registry';
 import { loadWorkerConfig } from './worker-config';
+
+/** Pending connections the kernel may queue (capped by net.core.somaxconn); Node's default is 511. */
+const LISTEN_BACKLOG = 4096;
+
+/**
+ * Listens like the kit's `listen`, with a deeper backlog: thousands of long-poll clients connecting
+ * at once would otherwise overflow the accept queue, and each dropped SYN costs its client a
+ * retransmission of a second or more. Idle keep-alive lasts longer than the usual client and
+ * load-balancer timeouts, so the server is not the side that closes a connection a client reuses.
+ */
+function listenWithBacklog(app: Express, port: number, host: string): Promise<Server> {
+  const server = createServer(app);
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => resolve(server));
+  });
+}
 
 async function main(): Promise<void> {
   const config = loadApiConfig();
@@ -55,11 +76,7 @@ async function main(): Promise<void> {
         { logger },
       )
     : null;
-  const server = await listen(app, config.port, config.host);
-  // Longer than the usual client and load-balancer idle timeouts, so the server is not the side
-  // that closes a kept-alive connection just as a client reuses it.
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
+  const server = await listenWithBacklog(app, config.port, config.host);
   logger.info('agent session API listening', {
     port: config.port,
     ttl_seconds: config.ttlSeconds,
