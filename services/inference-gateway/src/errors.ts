@@ -69,7 +69,7 @@ export function endpointNotFound(method: string, path: string): ServiceError {
     status: 404,
     code: INFERENCE_ERROR_CODES.modelNotFound,
     param: null,
-    message: `Unknown endpoint '${method} ${truncate(path)}': this service implements /v1/models and /v1/chat/completions.`,
+    message: `Unknown endpoint '${method} ${truncate(path)}'. This service implements GET /v1/models, GET /v1/models/{author}/{slug} and POST /v1/chat/completions.`,
   });
 }
 

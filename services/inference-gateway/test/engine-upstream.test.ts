@@ -34,6 +34,7 @@ describe('gateway in front of HTTP engines', () => {
   const fake = new FakeEngine();
   let slowSim: SimServer;
   let fastSim: SimServer;
+  let bulkSim: SimServer;
   let gateway: GatewayHarness;
   const admission = new RecordingAdmission();
   const fakeModel = (upstream: string) => ({
@@ -52,6 +53,8 @@ describe('gateway in front of HTTP engines', () => {
     await fake.start();
     const slow = await startSim({ time_to_first_token_ms: 5, time_per_output_token_ms: 20, default_max_tokens: 400 });
     const fast = await startSim();
+    const bulk = await startSim({ ignore_eos: true, max_model_len: 1_000_000 });
+    bulkSim = bulk.sim;
     slowSim = slow.sim;
     fastSim = fast.sim;
     const dead = `http://127.0.0.1:${await deadPort()}/v1`;
@@ -70,6 +73,7 @@ describe('gateway in front of HTTP engines', () => {
           },
         },
         httpModel('sim/all-dead', [dead]),
+        httpModel('sim/bulk', [bulk.baseUrl]),
       ]),
       { admission, env: { UPSTREAM_TIMEOUT_MS: '400' } },
     );
@@ -80,6 +84,7 @@ describe('gateway in front of HTTP engines', () => {
     await fake.close();
     await slowSim.close();
     await fastSim.close();
+    await bulkSim.close();
   });
 
   describe('engine errors pass through with the engine status', () => {
@@ -216,6 +221,28 @@ describe('gateway in front of HTTP engines', () => {
       expect(body.error.code).toBe('upstream_timeout');
       expect(body.error.message).toContain('400 ms');
     });
+  });
+
+  it('a client that does not read holds the engine back: the gateway does not buffer the stream', async () => {
+    const completed = bulkSim.stats.completed;
+    const aborted = bulkSim.stats.aborted;
+    const controller = new AbortController();
+    // About 35 MB of SSE, far more than the socket buffers between engine, gateway and client.
+    const res = await chat({ model: 'sim/bulk', stream: true, max_tokens: 150_000 }, controller.signal);
+    expect(res.status).toBe(200);
+    // The engine must stall (no progress for 500 ms) long before it could have written everything.
+    let last = -1;
+    let still = 0;
+    const deadline = Date.now() + 15_000;
+    while (still < 5 && bulkSim.stats.completed === completed && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      still = bulkSim.stats.streamedBytes === last ? still + 1 : 0;
+      last = bulkSim.stats.streamedBytes;
+    }
+    expect(bulkSim.stats.completed).toBe(completed);
+    expect(still).toBe(5);
+    controller.abort();
+    await until(() => bulkSim.stats.aborted > aborted);
   });
 
   describe('client disconnects abort the engine at once', () => {

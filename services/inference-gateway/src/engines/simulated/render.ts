@@ -18,7 +18,7 @@ export function completionId(): string {
   return `${ID_PREFIX}${idCounter.toString(36)}`;
 }
 
-/** Usage of a plan, or of its first `produced` tokens per choice when cut short. */
+/** Usage of a whole plan. */
 export function planUsage(plan: CompletionPlan): Usage {
   return {
     prompt_tokens: plan.promptTokens,

@@ -15,6 +15,8 @@ export interface SimStats {
   completed: number;
   /** Generations stopped because the client went away. */
   aborted: number;
+  /** Bytes of SSE written so far, over all streams (shows whether a reader holds the engine back). */
+  streamedBytes: number;
 }
 
 /**
@@ -25,7 +27,7 @@ export interface SimStats {
  */
 export class SimServer {
   readonly server: Server;
-  readonly stats: SimStats = { requests: 0, completed: 0, aborted: 0 };
+  readonly stats: SimStats = { requests: 0, completed: 0, aborted: 0, streamedBytes: 0 };
   private readonly simulator: Simulator;
 
   constructor(
@@ -128,6 +130,7 @@ export class SimServer {
         for await (const batch of this.simulator.stream(request, controller.signal, options)) {
           let text = '';
           for (const chunk of batch) text += `data: ${JSON.stringify(chunk)}\n\n`;
+          this.stats.streamedBytes += text.length;
           if (!res.write(text)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
           if (controller.signal.aborted) throw new EngineAbortedError(null);
         }

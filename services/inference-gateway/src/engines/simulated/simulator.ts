@@ -1,9 +1,12 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import type { ChatCompletionChunk, ChatCompletionResponse, CreateChatCompletionRequest } from '@tollway/contracts';
 import type { SimulationOptions } from '../../catalog/catalog.schema';
 import { EngineAbortedError } from '../engine.types';
 import { planCompletion, type CompletionPlan } from './plan';
 import { completionId, partialUsage, renderCompletion, renderStep, tokenSteps } from './render';
+
+/** Steps per batch of a stream generated without delays. */
+const INSTANT_BATCH_STEPS = 256;
 
 /** Largest `top_logprobs` vLLM accepts. */
 const MAX_TOP_LOGPROBS = 20;
@@ -110,9 +113,16 @@ export class Simulator {
       const last = tokenSteps(plan) + 1;
       const { time_to_first_token_ms: ttft, time_per_output_token_ms: tpot } = this.options;
       if (ttft === 0 && tpot === 0) {
-        const all: ChatCompletionChunk[] = [];
-        for (let step = 0; step <= last; step++) all.push(...renderStep(plan, step, id, created, options));
-        yield all;
+        // As fast as the reader takes it, in batches, yielding to other work between them.
+        for (let from = 0; from <= last; from += INSTANT_BATCH_STEPS) {
+          if (from > 0) await setImmediate();
+          if (signal.aborted) throw this.aborted(plan, started);
+          const batch: ChatCompletionChunk[] = [];
+          for (let step = from; step <= Math.min(last, from + INSTANT_BATCH_STEPS - 1); step++) {
+            batch.push(...renderStep(plan, step, id, created, options));
+          }
+          yield batch;
+        }
         return;
       }
       if (ttft > 0) await this.wait(ttft, signal, plan, started);
