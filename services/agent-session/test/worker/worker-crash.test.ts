@@ -135,3 +135,11 @@ it('ends a running turn whose job is gone (never queued or lost) in error', asyn
   });
   expect(await lateReaper.pass()).toBe(0);
 });
+
+it('fails an invalid job as unrecoverable, once (the worker started above takes it)', async () => {
+  await queue.add(AGENT_TURN_QUEUE, { session_id: 'not-a-uuid', turn_id: '' }, { jobId: 'bad-job', attempts: 1 });
+  await waitFor(async () => (await queue.getJobState('bad-job')) === 'failed', 10_000, 50);
+  const job = await queue.getJob('bad-job');
+  expect(job?.failedReason).toMatch(/^invalid agent-turn job/);
+  expect(job?.attemptsMade).toBe(1);
+});
