@@ -52,4 +52,17 @@ describe('SessionEventHub', () => {
     waiter.dispose();
     await expect(pending).resolves.toBe('disposed');
   });
+
+  it('wakes every waiter to re-read after the subscriber reconnects, and still receives events', async () => {
+    const waiter = hub.register('s5');
+    const woken = waiter.next(Date.now() + 5000);
+    subscriber.disconnect(true);
+    await expect(woken).resolves.toBe('event');
+    expect(waiter.lastEvent()).toBeNull();
+    const next = waiter.next(Date.now() + 5000);
+    await publish('s5');
+    await expect(next).resolves.toBe('event');
+    expect(waiter.lastEvent()).toMatchObject({ session_id: 's5', status: 'idle' });
+    waiter.dispose();
+  });
 });

@@ -66,7 +66,13 @@ export class SessionEventHub {
         if (channel === this.channel) this.onMessage(message);
       });
       this.subscriber.on('ready', () => {
-        if (this.connectedOnce) this.wakeAll();
+        // Re-read only once the subscription is confirmed again, so no event falls in between.
+        if (this.connectedOnce) {
+          this.subscriber.subscribe(this.channel).then(
+            () => this.wakeAll(),
+            () => this.wakeAll(),
+          );
+        }
       });
       await this.subscriber.subscribe(this.channel);
       this.connectedOnce = true;
