@@ -210,6 +210,10 @@ describe('transitions driven by the end of a turn', () => {
     const late = { role: 'assistant' as const, content: 'late' };
     expect(await api.store.finishTurn(id, turnId, { kind: 'success', append: [late], response: late })).toBe('stale');
     expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'retry' })).status).toBe(202);
+    const errored = await startTurn();
+    await api.store.finishTurn(errored.id, errored.turnId, { kind: 'error', error: 'x' });
+    expect((await request(api.app).delete(`/sessions/${errored.id}`)).status).toBe(204);
+    expect((await request(api.app).get(`/sessions/${errored.id}`)).status).toBe(404);
     expect((await request(api.app).get(`/sessions/${id}`)).body).toEqual({
       session_id: id,
       status: 'running',
