@@ -30,6 +30,10 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(config)).toBe(true);
   });
 
+  it('skips the `--` separator that pnpm passes through to scripts', () => {
+    expect(loadConfig(schema, sources, { env: {}, argv: ['--', '--port', '9100'] }).port).toBe(9100);
+  });
+
   it('names the variable and flag of a bad value', () => {
     expect(() => loadConfig(schema, sources, { env: { MAX_SESSIONS: 'lots' }, argv: [] })).toThrow(
       /MAX_SESSIONS \(--max-sessions\)/,

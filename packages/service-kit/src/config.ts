@@ -54,6 +54,8 @@ function parseFlags(argv: readonly string[], sources: Record<string, ConfigSourc
   const flags = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] as string;
+    // `pnpm run <script> -- --flag` passes the separator through; it carries no option.
+    if (arg === '--') continue;
     if (!arg.startsWith('--')) throw new ConfigError(`Unexpected argument "${arg}"`);
     const [name, inline] = splitFlag(arg.slice(2));
     const source = known.get(name);
