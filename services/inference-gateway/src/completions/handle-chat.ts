@@ -6,7 +6,7 @@ import type { CatalogStore } from '../catalog/catalog-store';
 import type { EngineRegistry } from '../engines';
 import { ClientAbort } from '../engines/engine.types';
 import { modelNotFound } from '../errors';
-import { countPromptTokens } from '../tokenizer/count-tokens';
+import { countPromptTokensFairly } from '../tokenizer/count-tokens';
 import { validateChatRequest } from '../validation/chat-request';
 import { serveCompletion } from './serve-completion';
 
@@ -38,7 +38,7 @@ export async function handleChat(
   res.on('close', () => {
     if (!res.writableFinished) abort.abort();
   });
-  const inputTokens = countPromptTokens(request.messages);
+  const inputTokens = await countPromptTokensFairly(request.messages);
   const reservedOutputTokens = outputReservation(request, deps.defaultOutputReservationTokens).tokens;
   const ticket = await deps.admission.admit({
     principal,
@@ -51,7 +51,7 @@ export async function handleChat(
   await serveCompletion(
     {
       engine,
-      call: { request, signal: abort },
+      call: { request, signal: abort, promptTokens: inputTokens },
       ticket,
       modelId: model.id,
       inputTokens,

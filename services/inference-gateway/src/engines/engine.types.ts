@@ -32,6 +32,8 @@ export interface EngineCall {
   request: CreateChatCompletionRequest;
   /** Aborted when the client goes away: the engine must stop generating at once. */
   signal: ClientAbort;
+  /** The gateway's count of the prompt, for engines that would otherwise count it again (the simulated one). */
+  promptTokens?: number;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises';
 import { countTokens } from 'gpt-tokenizer/cjs/encoding/cl100k_base';
 
 /**
@@ -10,6 +11,12 @@ import { countTokens } from 'gpt-tokenizer/cjs/encoding/cl100k_base';
 const TOKENS_PER_MESSAGE = 3;
 /** Tokens priming the assistant's reply. */
 const TOKENS_PER_REPLY = 3;
+/**
+ * Above this many characters a prompt is counted in slices with a turn of the event loop between
+ * them: BPE on adversarial text runs at about 2 µs a character, so a 4 MiB body counted in one go
+ * would stall every other request for seconds.
+ */
+const SLICE_CHARS = 32 * 1024;
 
 /** A message as far as counting cares: its content and optional name / tool calls. */
 export interface CountableMessage {
@@ -26,27 +33,66 @@ export function countTextTokens(text: string): number {
 
 /** Counts the prompt tokens of chat messages: content text (strings and text parts), names, tool calls, framing. */
 export function countPromptTokens(messages: readonly CountableMessage[]): number {
-  let total = TOKENS_PER_REPLY;
-  for (const message of messages) {
-    total += TOKENS_PER_MESSAGE + 1; // the role is one token in every chat format we know
-    const content = message.content;
-    if (typeof content === 'string') total += countTextTokens(content);
-    else if (Array.isArray(content)) total += countContentParts(content);
-    if (message.name) total += countTextTokens(message.name) + 1;
-    if (message.tool_calls && message.tool_calls.length > 0)
-      total += countTextTokens(JSON.stringify(message.tool_calls));
+  const { texts, framing } = promptTexts(messages);
+  let total = framing;
+  for (const text of texts) total += countTextTokens(text);
+  return total;
+}
+
+/**
+ * Same count as countPromptTokens, but a long prompt is counted in slices of about 32 KiB, cut
+ * before a space that follows a word (where cl100k's pre-tokenizer splits anyway), yielding to
+ * other requests between slices. Short prompts are counted at once.
+ */
+export async function countPromptTokensFairly(messages: readonly CountableMessage[]): Promise<number> {
+  const { texts, framing } = promptTexts(messages);
+  let length = 0;
+  for (const text of texts) length += text.length;
+  if (length <= SLICE_CHARS) return countPromptTokens(messages);
+  let total = framing;
+  for (const text of texts) {
+    for (let from = 0; from < text.length;) {
+      const to = sliceEnd(text, from);
+      total += countTextTokens(text.slice(from, to));
+      from = to;
+      await setImmediate();
+    }
   }
   return total;
 }
 
-function countContentParts(parts: readonly unknown[]): number {
-  let total = 0;
-  for (const part of parts) {
-    if (typeof part === 'string') total += countTextTokens(part);
-    else if (part && typeof part === 'object') {
-      const text = (part as { text?: unknown }).text;
-      if (typeof text === 'string') total += countTextTokens(text);
-    }
+/** The end of the slice starting at `from`: before a space that follows a non-space, else a hard cut. */
+function sliceEnd(text: string, from: number): number {
+  const limit = from + SLICE_CHARS;
+  if (limit >= text.length) return text.length;
+  for (let at = limit; at > from + SLICE_CHARS / 2; at--) {
+    if (text.charCodeAt(at) === 32 && text.charCodeAt(at - 1) > 32) return at;
   }
-  return total;
+  return limit;
+}
+
+/** The texts of a prompt that carry tokens, and the framing tokens around them. */
+function promptTexts(messages: readonly CountableMessage[]): { texts: string[]; framing: number } {
+  const texts: string[] = [];
+  let framing = TOKENS_PER_REPLY;
+  for (const message of messages) {
+    framing += TOKENS_PER_MESSAGE + 1; // the role is one token in every chat format we know
+    const content = message.content;
+    if (typeof content === 'string') texts.push(content);
+    else if (Array.isArray(content)) {
+      for (const part of content) {
+        if (typeof part === 'string') texts.push(part);
+        else if (part && typeof part === 'object') {
+          const text = (part as { text?: unknown }).text;
+          if (typeof text === 'string') texts.push(text);
+        }
+      }
+    }
+    if (message.name) {
+      texts.push(message.name);
+      framing += 1;
+    }
+    if (message.tool_calls && message.tool_calls.length > 0) texts.push(JSON.stringify(message.tool_calls));
+  }
+  return { texts, framing };
 }

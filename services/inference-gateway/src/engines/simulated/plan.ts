@@ -70,10 +70,13 @@ export interface PlanOptions {
   ignoreEos?: boolean;
 }
 
-/** Plans a completion for a validated request. */
-export function planCompletion(request: CreateChatCompletionRequest, options: PlanOptions): CompletionPlan {
+/** Plans a completion for a validated request (`promptTokens` when already counted). */
+export function planCompletion(
+  request: CreateChatCompletionRequest,
+  options: PlanOptions,
+  promptTokens = countPromptTokens(request.messages),
+): CompletionPlan {
   const promptText = promptTextOf(request);
-  const promptTokens = countPromptTokens(request.messages);
   const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? options.defaultMaxTokens;
   const stops = request.stop == null ? [] : typeof request.stop === 'string' ? [request.stop] : request.stop;
   const baseSeed = hash32(`${request.seed ?? 0}\u0000${promptText}`);

@@ -2,6 +2,7 @@ import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import type { ChatCompletionChunk, ChatCompletionResponse, CreateChatCompletionRequest } from '@tollway/contracts';
 import type { SimulationOptions } from '../../catalog/catalog.schema';
 import { EngineAbortedError } from '../engine.types';
+import { countPromptTokensFairly } from '../../tokenizer/count-tokens';
 import { planCompletion, type CompletionPlan } from './plan';
 import { completionId, partialUsage, renderCompletion, renderStep, tokenSteps } from './render';
 
@@ -56,7 +57,7 @@ export class Simulator {
   constructor(readonly options: SimulationOptions) {}
 
   /** Checks what the engine itself refuses and plans the completion. Throws SimParameterError. */
-  plan(request: CreateChatCompletionRequest): CompletionPlan {
+  async plan(request: CreateChatCompletionRequest, knownPromptTokens?: number): Promise<CompletionPlan> {
     if (request.top_logprobs != null && request.top_logprobs > MAX_TOP_LOGPROBS) {
       throw new SimParameterError(
         `top_logprobs must be at most ${MAX_TOP_LOGPROBS}, got ${request.top_logprobs}.`,
@@ -66,11 +67,16 @@ export class Simulator {
     if (request.top_logprobs != null && request.top_logprobs > 0 && !request.logprobs) {
       throw new SimParameterError('when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs');
     }
-    const plan = planCompletion(request, {
-      defaultMaxTokens: this.options.default_max_tokens,
-      reasoning: this.options.reasoning,
-      ignoreEos: this.options.ignore_eos,
-    });
+    const promptTokens = knownPromptTokens ?? (await countPromptTokensFairly(request.messages));
+    const plan = planCompletion(
+      request,
+      {
+        defaultMaxTokens: this.options.default_max_tokens,
+        reasoning: this.options.reasoning,
+        ignoreEos: this.options.ignore_eos,
+      },
+      promptTokens,
+    );
     const requested = request.max_completion_tokens ?? request.max_tokens ?? 0;
     if (plan.promptTokens + requested > this.options.max_model_len) {
       throw new SimParameterError(
@@ -84,8 +90,12 @@ export class Simulator {
   }
 
   /** Generates a whole completion. */
-  async complete(request: CreateChatCompletionRequest, signal: AbortSignal): Promise<ChatCompletionResponse> {
-    const plan = this.plan(request);
+  async complete(
+    request: CreateChatCompletionRequest,
+    signal: AbortSignal,
+    promptTokens?: number,
+  ): Promise<ChatCompletionResponse> {
+    const plan = await this.plan(request, promptTokens);
     await this.acquire(signal, plan);
     const started = performance.now();
     try {
@@ -98,13 +108,14 @@ export class Simulator {
     }
   }
 
-  /** Generates a stream as batches of chunks; with no delays configured the whole stream is one batch. */
+  /** Generates a stream as batches of chunks (with no delays configured, batches of 256 steps as fast as they are read). */
   async *stream(
     request: CreateChatCompletionRequest,
     signal: AbortSignal,
     options: { includeUsage: boolean; continuousUsage: boolean },
+    promptTokens?: number,
   ): AsyncGenerator<ChatCompletionChunk[]> {
-    const plan = this.plan(request);
+    const plan = await this.plan(request, promptTokens);
     await this.acquire(signal, plan);
     const started = performance.now();
     try {
