@@ -54,16 +54,8 @@ export const CreateChatCompletionRequest = z.object({
   stop: z.union([z.string(), z.array(z.string())]).nullish(),
   stream: z.boolean().nullish(),
   stream_options: StreamOptions.nullish(),
-  presence_penalty: z
-    .number()
-    .min(WIRE_BOUNDS.presence_penalty.min)
-    .max(WIRE_BOUNDS.presence_penalty.max)
-    .nullish(),
-  frequency_penalty: z
-    .number()
-    .min(WIRE_BOUNDS.frequency_penalty.min)
-    .max(WIRE_BOUNDS.frequency_penalty.max)
-    .nullish(),
+  presence_penalty: z.number().min(WIRE_BOUNDS.presence_penalty.min).max(WIRE_BOUNDS.presence_penalty.max).nullish(),
+  frequency_penalty: z.number().min(WIRE_BOUNDS.frequency_penalty.min).max(WIRE_BOUNDS.frequency_penalty.max).nullish(),
   seed: z.number().int().nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: z.number().int().min(WIRE_BOUNDS.top_logprobs.min).nullish(),

@@ -57,7 +57,5 @@ export function parseRateLimitDuration(value: string): number | null {
   const match = DURATION_PATTERN.exec(value);
   if (!match || value.length === 0) return null;
   const [, h, m, s, ms] = match;
-  return (
-    Number(h ?? 0) * 3_600_000 + Number(m ?? 0) * 60_000 + Math.round(Number(s ?? 0) * 1000) + Number(ms ?? 0)
-  );
+  return Number(h ?? 0) * 3_600_000 + Number(m ?? 0) * 60_000 + Math.round(Number(s ?? 0) * 1000) + Number(ms ?? 0);
 }
