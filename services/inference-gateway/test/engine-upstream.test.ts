@@ -12,6 +12,20 @@ import {
   type GatewayHarness,
 } from './helpers/gateway-harness';
 
+/** Behaviours of the fake engine used here (see helpers/fake-engine.ts). */
+const FAKE_MODELS = [
+  'flat',
+  'text',
+  'nested',
+  'record',
+  'hang',
+  'cut-stream',
+  'error-first-stream',
+  'error-mid-stream',
+  'json-for-stream',
+  'silent-stream',
+];
+
 /** A port nothing listens on (bound, then released). */
 async function deadPort(): Promise<number> {
   const server = createServer();
@@ -60,9 +74,7 @@ describe('gateway in front of HTTP engines', () => {
     const dead = `http://127.0.0.1:${await deadPort()}/v1`;
     gateway = await startGateway(
       catalogModels([
-        ...['flat', 'text', 'nested', 'record', 'hang', 'cut-stream', 'error-first-stream', 'error-mid-stream'].map(
-          fakeModel,
-        ),
+        ...FAKE_MODELS.map(fakeModel),
         httpModel('sim/slow', [slow.baseUrl]),
         httpModel('sim/dead-first', [dead, fast.baseUrl]),
         {
@@ -177,6 +189,15 @@ describe('gateway in front of HTTP engines', () => {
       const settled = admission.tickets[before]?.settled ?? [];
       expect(settled).toHaveLength(1);
       expect(settled[0]?.completion_tokens).toBeGreaterThanOrEqual(2);
+    });
+
+    it('a stream that breaks before its first chunk gets a status: 502 for a non-SSE answer, 504 for silence', async () => {
+      const json = await chat({ model: 'fake/json-for-stream', stream: true });
+      expect(json.status).toBe(502);
+      expect(((await json.json()) as { error: { code: string } }).error.code).toBe('bad_engine_response');
+      const silent = await chat({ model: 'fake/silent-stream', stream: true });
+      expect(silent.status).toBe(504);
+      expect(((await silent.json()) as { error: { code: string } }).error.code).toBe('upstream_timeout');
     });
 
     it('an engine error event mid-stream is relayed as an error event, no [DONE]', async () => {

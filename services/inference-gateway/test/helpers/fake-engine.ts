@@ -69,6 +69,12 @@ export class FakeEngine {
         });
       case 'hang':
         return; // never answers
+      case 'json-for-stream':
+        return json(res, 200, completion(record.model)); // ignores stream: true
+      case 'silent-stream':
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.flushHeaders();
+        return; // headers, then nothing
       case 'record':
         if (body.stream) {
           res.writeHead(200, { 'content-type': 'text/event-stream' });

@@ -91,6 +91,12 @@ export class OpenAICompatibleEngine implements Engine {
         const status = flat.code >= 400 && flat.code <= 599 ? flat.code : 500;
         throw new EngineHttpError(status, 'application/json', Buffer.from(JSON.stringify({ ...flat, code: status })));
       }
+      // Nothing was sent to the client yet, so a broken start still gets a status of its own.
+      if (err instanceof EngineStreamError) {
+        if (errorCode(err.cause) === 'UND_ERR_BODY_TIMEOUT')
+          throw upstreamTimeout(this.modelId, this.options.timeoutMs, err);
+        throw badEngineResponse(this.modelId, err);
+      }
       throw err;
     }
     if (first.done) throw badEngineResponse(this.modelId);
