@@ -1,18 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { Queue, Worker } from 'bullmq';
+import { Worker } from 'bullmq';
 import { AGENT_TURN_QUEUE } from '@tollway/contracts';
 import { createLogger, createRedis, type Logger } from '@tollway/service-kit';
 import { SessionStore } from '../store/session-store';
 import { turnQueuePrefix } from '../store/turn-queue';
-import { TurnNotifier } from '../webhooks/turn-notifier';
-import { WebhookDelivery } from '../webhooks/webhook-delivery';
 import type { WorkerConfig } from '../worker-config';
 import { createAgentTurnProcessor } from './agent-turn.processor';
 import { ChildPool } from './child-pool';
 import { siblingFile } from './spawn-node';
 import { TurnCancellations } from './turn-cancellations';
-import { TurnReaper } from './turn-reaper';
+import { createTurnNotifier, startTurnReaper } from './start-reaper';
 import { WorkerRegistration } from './worker-registry';
 
 /**
@@ -87,15 +85,7 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
     ttlMs: config.leaseTtlMs,
   });
   const cancellations = await TurnCancellations.start(subscriber, config.redisPrefix, logger);
-  const notifier = new TurnNotifier(
-    new WebhookDelivery({
-      logger,
-      timeoutMs: config.webhookTimeoutMs,
-      signingSecret: config.webhookSigningSecret,
-      allowedHosts: config.webhookAllowedHosts,
-    }),
-    config.tracingEnabled,
-  );
+  const notifier = createTurnNotifier(config, logger);
   await registration.heartbeat();
   const heartbeat = setInterval(
     () => {
@@ -107,18 +97,7 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   );
   heartbeat.unref();
 
-  const queue = new Queue(AGENT_TURN_QUEUE, { connection: redis, prefix: turnQueuePrefix(config.redisPrefix) });
-  const reaper = new TurnReaper({
-    redis,
-    prefix: config.redisPrefix,
-    store,
-    queue,
-    notifier,
-    logger,
-    intervalMs: config.reaperIntervalMs,
-    leaseTtlMs: config.leaseTtlMs,
-  });
-  reaper.start();
+  const reaper = startTurnReaper(config, { redis, store, logger, notifier });
 
   const processor = createAgentTurnProcessor({
     store,
@@ -162,7 +141,6 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
       await registration.deregister().catch(() => undefined);
       await notifier.drain();
       await cancellations.close();
-      await queue.close();
       await Promise.all([redis.quit(), queueRedis.quit()]);
     })());
   return { workerId, close };

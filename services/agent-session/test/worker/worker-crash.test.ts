@@ -9,6 +9,7 @@ import { turnQueuePrefix } from '../../src/store/turn-queue';
 import { TurnNotifier } from '../../src/webhooks/turn-notifier';
 import { WebhookDelivery } from '../../src/webhooks/webhook-delivery';
 import type { RunningWorker } from '../../src/worker/start-worker';
+import { startTurnReaper, type RunningReaper } from '../../src/worker/start-reaper';
 import { JOB_LOST_ERROR, TurnReaper, WORKER_LOST_ERROR } from '../../src/worker/turn-reaper';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
 import {
@@ -19,6 +20,7 @@ import {
   sleep,
   startTestServer,
   startTestWorker,
+  testWorkerConfig,
   waitFor,
   type TestServer,
 } from './worker-harness';
@@ -29,7 +31,7 @@ let api: ApiReplica;
 let gateway: TestServer;
 let receiver: TestServer;
 let queue: Queue;
-let reaper: TurnReaper;
+let reaper: RunningReaper;
 let workerProcess: ChildProcess | null = null;
 let secondWorker: RunningWorker | null = null;
 
@@ -50,21 +52,8 @@ beforeAll(async () => {
   gateway = await startTestServer((_req, res) => setTimeout(() => sendJson(res, 200, completion('late')), 600));
   receiver = await startTestServer((_req, res) => sendJson(res, 200, {}));
   queue = new Queue(AGENT_TURN_QUEUE, { connection: api.redis, prefix: turnQueuePrefix(prefix) });
-  const notifier = new TurnNotifier(
-    new WebhookDelivery({ logger, timeoutMs: 1000, allowedHosts: ['127.0.0.1'] }),
-    false,
-  );
-  reaper = new TurnReaper({
-    redis: api.redis,
-    prefix,
-    store: api.store,
-    queue,
-    notifier,
-    logger,
-    intervalMs: 200,
-    leaseTtlMs: 1000,
-  });
-  reaper.start();
+  // The reaper as a process without a worker runs it (the API without --embedded-worker).
+  reaper = startTurnReaper(testWorkerConfig(prefix, workerEnv), { redis: api.redis, store: api.store, logger });
 });
 
 afterAll(async () => {

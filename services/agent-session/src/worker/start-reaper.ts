@@ -1,0 +1,64 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { AGENT_TURN_QUEUE } from '@tollway/contracts';
+import type { Logger } from '@tollway/service-kit';
+import type { SessionStore } from '../store/session-store';
+import { turnQueuePrefix } from '../store/turn-queue';
+import { TurnNotifier } from '../webhooks/turn-notifier';
+import { WebhookDelivery } from '../webhooks/webhook-delivery';
+import type { WorkerConfig } from '../worker-config';
+import { TurnReaper } from './turn-reaper';
+
+/** What startTurnReaper works with. */
+export interface StartTurnReaperDeps {
+  redis: Redis;
+  store: SessionStore;
+  logger: Logger;
+  /** Sends the webhooks of reaped turns; default one built from `config`. */
+  notifier?: TurnNotifier;
+}
+
+/** A running reaper. */
+export interface RunningReaper {
+  /** Stops the passes and waits for the webhooks under way. */
+  stop(): Promise<void>;
+}
+
+/** The webhook sender of a worker config (timeout, signing secret, allow-list, tracing). */
+export function createTurnNotifier(config: WorkerConfig, logger: Logger): TurnNotifier {
+  const delivery = new WebhookDelivery({
+    logger,
+    timeoutMs: config.webhookTimeoutMs,
+    signingSecret: config.webhookSigningSecret,
+    allowedHosts: config.webhookAllowedHosts,
+  });
+  return new TurnNotifier(delivery, config.tracingEnabled);
+}
+
+/**
+ * Starts the reaper of orphaned turns (see TurnReaper). Every worker runs one; a process that runs
+ * no worker (the API without `--embedded-worker`) can run one too, so a turn whose only worker died
+ * still ends in `error` within seconds. Reapers are idempotent: any number may run.
+ */
+export function startTurnReaper(config: WorkerConfig, deps: StartTurnReaperDeps): RunningReaper {
+  const notifier = deps.notifier ?? createTurnNotifier(config, deps.logger);
+  const queue = new Queue(AGENT_TURN_QUEUE, { connection: deps.redis, prefix: turnQueuePrefix(config.redisPrefix) });
+  const reaper = new TurnReaper({
+    redis: deps.redis,
+    prefix: config.redisPrefix,
+    store: deps.store,
+    queue,
+    notifier,
+    logger: deps.logger,
+    intervalMs: config.reaperIntervalMs,
+    leaseTtlMs: config.leaseTtlMs,
+  });
+  reaper.start();
+  return {
+    async stop() {
+      await reaper.stop();
+      if (!deps.notifier) await notifier.drain();
+      await queue.close();
+    },
+  };
+}
