@@ -39,12 +39,14 @@ export async function handleChat(
     if (!res.writableFinished) abort.abort();
   });
   const inputTokens = await countPromptTokensFairly(request.messages);
-  const reservedOutputTokens = outputReservation(request, deps.defaultOutputReservationTokens).tokens;
+  const reservation = outputReservation(request, deps.defaultOutputReservationTokens);
+  const reservedOutputTokens = reservation.tokens;
   const ticket = await deps.admission.admit({
     principal,
     modelId: model.id,
     inputTokens,
     reservedOutputTokens,
+    reservationIsDefault: reservation.isDefault,
     capacity: model.capacity,
     pricePerMillion: model.price_per_million,
   });
