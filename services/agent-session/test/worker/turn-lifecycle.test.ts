@@ -221,6 +221,56 @@ describe('with an agent that calls a slow gateway twice', () => {
   });
 });
 
+describe('with the default chat agent and a fake gateway', () => {
+  it('sends the stored history plus the new message, with its image part and user_params, and stores the reply', async () => {
+    const gateway = await startTestServer((_req, res) => sendJson(res, 200, completion('a cat', 12)));
+    const worker = await startTestWorker(prefix, {
+      GATEWAY_BASE_URL: `${gateway.url}/v1`,
+      AGENT_DEFAULT_MODEL: 'acme/default',
+    });
+    try {
+      const created = await request(api.app)
+        .post('/sessions')
+        .send({
+          state: [
+            { role: 'user', content: 'hi' },
+            { role: 'assistant', content: 'hello' },
+          ],
+        });
+      const id = created.body.session_id as string;
+      const image = 'iVBORw0KGgoAAAANSUhEUg==';
+      await request(api.app)
+        .post(`/sessions/${id}/messages`)
+        .send({ content: 'what is this?', base64_image: image, user_params: { temperature: 0.3 } });
+      const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=10`);
+      expect(done.body).toMatchObject({ status: 'idle', response: { role: 'assistant', content: 'a cat' } });
+      expect(gateway.received).toHaveLength(1);
+      expect(gateway.received[0]!.headers.authorization).toBe('Bearer sk-test');
+      expect(gateway.received[0]!.json).toMatchObject({
+        model: 'acme/default',
+        temperature: 0.3,
+        messages: [
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: 'hello' },
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'what is this?' },
+              { type: 'image_url', image_url: { url: `data:image/png;base64,${image}` } },
+            ],
+          },
+        ],
+      });
+      const history = await request(api.app).get(`/sessions/${id}/messages`);
+      expect(history.body.at(-1)).toEqual({ role: 'assistant', content: 'a cat' });
+      expect(history.body).toHaveLength(4);
+    } finally {
+      await worker.close();
+      await gateway.close();
+    }
+  });
+});
+
 describe('limits and start-up', () => {
   it('kills a turn that outlives TURN_TIMEOUT_MS and ends it in error', async () => {
     const gateway = await startTestServer((_req, res) => setTimeout(() => sendJson(res, 200, completion('late')), 600));
