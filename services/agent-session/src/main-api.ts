@@ -8,6 +8,7 @@ import { SessionEventHub } from './store/session-event-hub';
 import { SessionStore } from './store/session-store';
 import { startSessionSweeper } from './store/session-sweeper';
 import { TurnQueueProducer } from './store/turn-queue';
+import { startTurnReaper } from './worker/start-reaper';
 import { startWorker } from './worker/start-worker';
 import { readWorkerStats } from './worker/worker-registry';
 import { loadWorkerConfig } from './worker-config';
@@ -65,17 +66,16 @@ async function main(): Promise<void> {
   });
   // Quickstart: one worker in this process, configured from the same environment (the API's flags
   // are not the worker's, so only the shared Redis and log settings are carried over from them).
-  const worker = config.embeddedWorker
-    ? await startWorker(
-        {
-          ...loadWorkerConfig({ argv: [] }),
-          redisUrl: config.redisUrl,
-          redisPrefix: config.redisPrefix,
-          logLevel: config.logLevel,
-        },
-        { logger },
-      )
-    : null;
+  const workerConfig = {
+    ...loadWorkerConfig({ argv: [] }),
+    redisUrl: config.redisUrl,
+    redisPrefix: config.redisPrefix,
+    logLevel: config.logLevel,
+  };
+  const worker = config.embeddedWorker ? await startWorker(workerConfig, { logger }) : null;
+  // Without a worker of its own the API still reaps: if the only worker dies, its turns end in
+  // `error` within seconds instead of staying `running` until some worker starts again.
+  const reaper = worker ? null : startTurnReaper(workerConfig, { redis, store, logger });
   const server = await listenWithBacklog(app, config.port, config.host);
   logger.info('agent session API listening', {
     port: config.port,
@@ -96,6 +96,7 @@ async function main(): Promise<void> {
       },
     },
     { name: 'embedded worker', run: () => worker?.close() },
+    { name: 'reaper', run: () => reaper?.stop() },
     { name: 'sweeper', run: () => sweeper?.stop() },
     { name: 'queue', run: () => turnQueue.close() },
     { name: 'auth', run: () => authenticator?.close() },
