@@ -23,7 +23,12 @@ export function fromBodyParserError(err: unknown, codes: BodyErrorCodes = DEFAUL
   const e = err as BodyParserError;
   switch (e?.type) {
     case 'entity.parse.failed':
-      return new ServiceError({ status: 400, code: codes.invalidJson, message: 'The request body is not valid JSON.', cause: err });
+      return new ServiceError({
+        status: 400,
+        code: codes.invalidJson,
+        message: 'The request body is not valid JSON.',
+        cause: err,
+      });
     case 'entity.too.large':
       return new ServiceError({
         status: codes.tooLargeStatus ?? 400,
@@ -35,9 +40,19 @@ export function fromBodyParserError(err: unknown, codes: BodyErrorCodes = DEFAUL
     case 'charset.unsupported':
     case 'request.size.invalid':
     case 'entity.verify.failed':
-      return new ServiceError({ status: 400, code: codes.invalidJson, message: 'The request body could not be read.', cause: err });
+      return new ServiceError({
+        status: 400,
+        code: codes.invalidJson,
+        message: 'The request body could not be read.',
+        cause: err,
+      });
     case 'request.aborted':
-      return new ServiceError({ status: 400, code: codes.invalidJson, message: 'The client aborted the request body.', cause: err });
+      return new ServiceError({
+        status: 400,
+        code: codes.invalidJson,
+        message: 'The client aborted the request body.',
+        cause: err,
+      });
     default:
       return null;
   }
@@ -57,9 +72,15 @@ export function errorMiddleware(logger: Logger, codes: BodyErrorCodes = DEFAULT_
     const known = err instanceof ServiceError ? err : fromBodyParserError(err, codes);
     const error =
       known ??
-      new ServiceError({ status: 500, type: 'server_error', code: 'internal_error', message: 'The server failed to handle the request.' });
+      new ServiceError({
+        status: 500,
+        type: 'server_error',
+        code: 'internal_error',
+        message: 'The server failed to handle the request.',
+      });
     if (!known) logger.error('unhandled error', { request_id: req.id, path: req.path, err: serializeError(err) });
-    else if (error.status >= 500) logger.error('request failed', { request_id: req.id, status: error.status, code: error.code });
+    else if (error.status >= 500)
+      logger.error('request failed', { request_id: req.id, status: error.status, code: error.code });
     for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
     res.status(error.status).json(error.toBody());
   };

@@ -19,7 +19,10 @@ export function installShutdown(logger: Logger, steps: ShutdownStep[], graceMs =
         try {
           await step.run();
         } catch (err) {
-          logger.error('shutdown step failed', { step: step.name, err: err instanceof Error ? err.message : String(err) });
+          logger.error('shutdown step failed', {
+            step: step.name,
+            err: err instanceof Error ? err.message : String(err),
+          });
         }
       }
     })();
