@@ -30,10 +30,16 @@ function run(script) {
   return new Promise((resolve) => {
     const started = Date.now();
     console.log(`\n=== ${script} ===`);
-    const child = spawn(process.execPath, [join(here, script), ...options], {
-      cwd: join(here, '..'),
-      stdio: 'inherit',
-    });
+    // Some scripts import the services' TypeScript sources (e.g. the session store): load tsx and
+    // resolve workspace packages to their sources, as in development.
+    const child = spawn(
+      process.execPath,
+      ['--conditions=@tollway/source', '--import', 'tsx', join(here, script), ...options],
+      {
+        cwd: join(here, '..'),
+        stdio: 'inherit',
+      },
+    );
     child.on('error', (err) => resolve({ script, ok: false, detail: err.message, ms: Date.now() - started }));
     child.on('exit', (code, signal) =>
       resolve({ script, ok: code === 0, detail: signal ?? `exit ${code}`, ms: Date.now() - started }),

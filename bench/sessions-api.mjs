@@ -3,7 +3,7 @@
  * 10,000 concurrent long-polls on one API process, Redis memory per idle session with 10 short
  * messages, and turns/s through one worker (concurrency 4) running an agent that answers at once.
  *
- *   node --conditions=@tollway/source --import tsx services/agent-session/bench/sessions-api.mjs \
+ *   node --conditions=@tollway/source --import tsx bench/sessions-api.mjs \
  *     [--only creates,wake,hold,memory,turns] [--duration 5] [--waiters 10000] [--profile DIR]
  *
  * `--profile DIR` writes a CPU profile of every spawned process into DIR.
@@ -18,10 +18,10 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
-import { SessionStore } from '../src/store/session-store.ts';
+import { SessionStore } from '../services/agent-session/src/store/session-store.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const serviceDir = path.join(here, '..');
+const serviceDir = path.join(here, '..', 'services', 'agent-session');
 const args = parseArgs(process.argv.slice(2));
 const only = new Set((args.only ?? 'memory,creates,wake,hold,turns').split(','));
 const durationSeconds = Number(args.duration ?? 5);
