@@ -8,74 +8,38 @@
 //      touching this run's key prefix, so other Redis users do not disturb the count).
 // Usage: node bench/admission-overhead.mjs [--dist] [--seconds 5]
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
-import { quantile, sampleRss, startService } from './lib/processes.mjs';
+import { BENCH_MODEL, fmtMs, postChat, sequentialLatencies, startChatRig, throughput } from './lib/chat-rig.mjs';
+import { quantile, sampleRss } from './lib/processes.mjs';
 
 const argv = process.argv.slice(2);
 const useDist = argv.includes('--dist');
 const secondsAt = argv.indexOf('--seconds');
 const seconds = secondsAt === -1 ? 5 : Number(argv[secondsAt + 1]);
-const root = new URL('..', import.meta.url).pathname;
-const gatewayDir = join(root, 'services/inference-gateway');
-const entry = (ts, js) => join(gatewayDir, useDist ? js : ts);
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 const STATIC_KEY = 'bench-static-key';
 const ADMIN_TOKEN = `bench-admin-${randomUUID()}`;
 const PREFIX = `bench-${randomUUID()}:`;
-const MODEL = 'bench/instant';
+
 const body = JSON.stringify({
-  model: MODEL,
+  model: BENCH_MODEL,
   messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
   max_tokens: 16,
 });
 
-const work = mkdtempSync(join(tmpdir(), 'tollway-bench-'));
 const redis = new Redis(redisUrl);
-let sim;
+let rig;
 let gateway;
 try {
-  sim = await startService(entry('src/engines/simulated/main-sim.ts', 'dist/engines/simulated/main-sim.js'), {
-    args: ['--port', '0', '--ttft-ms', '0', '--tpot-ms', '0', '--max-concurrency', '100000'],
-    cwd: gatewayDir,
+  rig = await startChatRig({
+    useDist,
+    // capacity is enforced: every request takes and frees a lease.
+    modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
+    gatewayEnv: { REDIS_URL: redisUrl, REDIS_PREFIX: PREFIX, API_KEYS: STATIC_KEY, ADMIN_TOKEN },
   });
-  const catalog = join(work, 'catalog.yaml');
-  writeFileSync(
-    catalog,
-    [
-      'models:',
-      `  - id: ${MODEL}`,
-      '    owned_by: bench',
-      '    created: 1767225600',
-      '    capacity: 100000', // enforced: every request takes and frees a lease
-      '    price_per_million: { input: 1, output: 2 }',
-      '    engine:',
-      '      kind: openai-compatible',
-      '      replicas:',
-      `        - base_url: http://127.0.0.1:${sim.port}/v1`,
-      '',
-    ].join('\n'),
-  );
-  gateway = await startService(entry('src/main.ts', 'dist/main.js'), {
-    cwd: gatewayDir,
-    env: {
-      GATEWAY_PORT: '0',
-      GATEWAY_HOST: '127.0.0.1',
-      CATALOG_PATH: catalog,
-      CATALOG_WATCH: 'false',
-      REDIS_URL: redisUrl,
-      REDIS_PREFIX: PREFIX,
-      API_KEYS: STATIC_KEY,
-      ADMIN_TOKEN,
-      LOG_LEVEL: 'info',
-    },
-  });
-  const base = `http://127.0.0.1:${gateway.port}`;
+  ({ gateway } = rig);
   // Budgets large enough never to refuse during the run: every check still runs.
   const org = await admin('POST', '/organizations', {
     name: 'bench',
@@ -85,10 +49,9 @@ try {
   const { key: orgKey } = await admin('POST', `/organizations/${org.id}/keys`, { name: 'bench' });
 
   const stopRss = sampleRss(gateway.child.pid);
-  const engineUrl = `http://127.0.0.1:${sim.port}/v1/chat/completions`;
-  const gatewayUrl = `${base}/v1/chat/completions`;
+  const { engineUrl, gatewayUrl } = rig;
   console.log(
-    `engine :${sim.port}  gateway :${gateway.port}  ${useDist ? 'compiled' : 'tsx'}  ${seconds}s per measure`,
+    `engine :${rig.sim.port}  gateway :${gateway.port}  ${useDist ? 'compiled' : 'tsx'}  ${seconds}s per measure`,
   );
 
   for (const [url, key] of [
@@ -96,29 +59,29 @@ try {
     [gatewayUrl, STATIC_KEY],
     [gatewayUrl, orgKey],
   ])
-    await sequential(url, key, 2000);
+    await sequentialLatencies(url, body, key, 2000);
 
   // (a) one connection.
   const count = Math.max(2000, seconds * 1000);
-  const direct = await sequential(engineUrl, STATIC_KEY, count);
-  const unmetered = await sequential(gatewayUrl, STATIC_KEY, count);
-  const metered = await sequential(gatewayUrl, orgKey, count);
+  const direct = await sequentialLatencies(engineUrl, body, STATIC_KEY, count);
+  const unmetered = await sequentialLatencies(gatewayUrl, body, STATIC_KEY, count);
+  const metered = await sequentialLatencies(gatewayUrl, body, orgKey, count);
   const p = quantile;
   console.log('\n(a) latency at 1 connection (ms)');
-  console.log(`    engine direct              p50 ${fmt(p(direct, 0.5))}  p99 ${fmt(p(direct, 0.99))}`);
-  console.log(`    gateway, no admission      p50 ${fmt(p(unmetered, 0.5))}  p99 ${fmt(p(unmetered, 0.99))}`);
-  console.log(`    gateway, full admission    p50 ${fmt(p(metered, 0.5))}  p99 ${fmt(p(metered, 0.99))}`);
+  console.log(`    engine direct              p50 ${fmtMs(p(direct, 0.5))}  p99 ${fmtMs(p(direct, 0.99))}`);
+  console.log(`    gateway, no admission      p50 ${fmtMs(p(unmetered, 0.5))}  p99 ${fmtMs(p(unmetered, 0.99))}`);
+  console.log(`    gateway, full admission    p50 ${fmtMs(p(metered, 0.5))}  p99 ${fmtMs(p(metered, 0.99))}`);
   console.log(
-    `    added by the gateway       p50 ${fmt(p(metered, 0.5) - p(direct, 0.5))}  p99 ${fmt(p(metered, 0.99) - p(direct, 0.99))}   (goal ≤ 0.3 / ≤ 2)`,
+    `    added by the gateway       p50 ${fmtMs(p(metered, 0.5) - p(direct, 0.5))}  p99 ${fmtMs(p(metered, 0.99) - p(direct, 0.99))}   (goal ≤ 0.3 / ≤ 2)`,
   );
   console.log(
-    `    of which admission         p50 ${fmt(p(metered, 0.5) - p(unmetered, 0.5))}  p99 ${fmt(p(metered, 0.99) - p(unmetered, 0.99))}`,
+    `    of which admission         p50 ${fmtMs(p(metered, 0.5) - p(unmetered, 0.5))}  p99 ${fmtMs(p(metered, 0.99) - p(unmetered, 0.99))}`,
   );
 
   // (b) 32 connections.
-  const directRps = await throughput(engineUrl, STATIC_KEY, 32);
-  const unmeteredRps = await throughput(gatewayUrl, STATIC_KEY, 32);
-  const meteredRps = await throughput(gatewayUrl, orgKey, 32);
+  const directRps = await throughput(engineUrl, body, STATIC_KEY, 32, seconds, { warmup: true });
+  const unmeteredRps = await throughput(gatewayUrl, body, STATIC_KEY, 32, seconds, { warmup: true });
+  const meteredRps = await throughput(gatewayUrl, body, orgKey, 32, seconds, { warmup: true });
   console.log('\n(b) requests/s at 32 connections');
   for (const [label, r] of [
     ['engine direct          ', directRps],
@@ -134,7 +97,7 @@ try {
   // Requests autocannon abandoned at the end of its run are still being settled: let them land.
   await new Promise((resolve) => setTimeout(resolve, 1000));
   const commands = await countRedisCommands(async () => {
-    for (let i = 0; i < sample; i++) await post(gatewayUrl, orgKey, http.globalAgent);
+    for (let i = 0; i < sample; i++) await postChat(gatewayUrl, body, orgKey, http.globalAgent);
   });
   const total = [...commands.values()].reduce((a, b) => a + b, 0);
   console.log(
@@ -146,14 +109,9 @@ try {
   const peak = stopRss();
   console.log(`\nRSS of the gateway, peak under load: ${(peak / 1024 / 1024).toFixed(1)} MB`);
 } finally {
-  await Promise.all([gateway?.stop(), sim?.stop()]);
+  await rig?.stop();
   await deleteByPrefix(PREFIX);
   redis.disconnect();
-  rmSync(work, { recursive: true, force: true });
-}
-
-function fmt(ms) {
-  return ms.toFixed(3);
 }
 
 async function admin(method, path, payload) {
@@ -164,57 +122,6 @@ async function admin(method, path, payload) {
   });
   if (!res.ok) throw new Error(`admin ${method} ${path}: ${res.status} ${await res.text()}`);
   return res.json();
-}
-
-/** `n` requests one after another on one keep-alive connection; sorted latencies in ms. */
-async function sequential(url, key, n) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const latencies = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const started = process.hrtime.bigint();
-    const { status } = await post(url, key, agent);
-    latencies[i] = Number(process.hrtime.bigint() - started) / 1e6;
-    if (status !== 200) throw new Error(`${url} answered ${status}`);
-  }
-  agent.destroy();
-  return latencies.sort((a, b) => a - b);
-}
-
-function post(url, key, agent) {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      url,
-      {
-        method: 'POST',
-        agent,
-        headers: {
-          'content-type': 'application/json',
-          authorization: `Bearer ${key}`,
-          'content-length': Buffer.byteLength(body),
-        },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve({ status: res.statusCode }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-async function throughput(url, key, connections) {
-  const options = {
-    url,
-    method: 'POST',
-    connections,
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body,
-  };
-  await autocannon({ ...options, duration: 1 });
-  const result = await autocannon({ ...options, duration: seconds });
-  return { rps: result.requests.average, errors: result.errors, non2xx: result.non2xx };
 }
 
 /** Redis commands touching PREFIX while `run` runs, by command name (via MONITOR). */

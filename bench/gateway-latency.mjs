@@ -10,104 +10,73 @@
 // Usage: node bench/gateway-latency.mjs [--dist] [--seconds 5] [--semi-space-mb N]
 //   --dist              runs the compiled services (after `pnpm build`) instead of the TypeScript sources;
 //   --semi-space-mb N   starts the gateway with node --max-semi-space-size=N.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import autocannon from 'autocannon';
-import { cpuMsOf, quantile, sampleRss, startService } from './lib/processes.mjs';
+import { BENCH_MODEL, fmtMs, postChat, sequentialLatencies, startChatRig, throughput } from './lib/chat-rig.mjs';
+import { cpuMsOf, quantile, sampleRss } from './lib/processes.mjs';
 
 const argv = process.argv.slice(2);
 const useDist = argv.includes('--dist');
 const secondsAt = argv.indexOf('--seconds');
 const seconds = secondsAt === -1 ? 5 : Number(argv[secondsAt + 1]);
-const root = new URL('..', import.meta.url).pathname;
-const gatewayDir = join(root, 'services/inference-gateway');
-const entry = (ts, js) => join(gatewayDir, useDist ? js : ts);
 const semiAt = argv.indexOf('--semi-space-mb');
 // V8's young generation grows to 3 × 16 MB under load; a smaller one keeps RSS down for a little more GC.
 const gatewayNodeFlags = semiAt === -1 ? [] : [`--max-semi-space-size=${Number(argv[semiAt + 1])}`];
 
 const KEY = 'bench-key';
 const FRAME_START = Buffer.from('data: ');
-const MODEL = 'bench/instant';
+
 const plainBody = JSON.stringify({
-  model: MODEL,
+  model: BENCH_MODEL,
   messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
   max_tokens: 16,
 });
 const streamBody = JSON.stringify({
-  model: MODEL,
+  model: BENCH_MODEL,
   messages: [{ role: 'user', content: 'Write a long story.' }],
   max_tokens: 250,
   stream: true,
   stream_options: { include_usage: true },
 });
 
-const work = mkdtempSync(join(tmpdir(), 'tollway-bench-'));
+let rig;
 let sim;
 let gateway;
 try {
-  sim = await startService(entry('src/engines/simulated/main-sim.ts', 'dist/engines/simulated/main-sim.js'), {
-    args: ['--port', '0', '--ttft-ms', '0', '--tpot-ms', '0', '--max-concurrency', '100000', '--ignore-eos'],
-    cwd: gatewayDir,
+  rig = await startChatRig({
+    useDist,
+    simArgs: ['--ignore-eos'],
+    modelLines: ['price_per_million: { input: 1, output: 1 }'],
+    gatewayEnv: { API_KEYS: KEY },
+    gatewayNodeFlags,
   });
-  const catalog = join(work, 'catalog.yaml');
-  writeFileSync(
-    catalog,
-    [
-      'models:',
-      `  - id: ${MODEL}`,
-      '    owned_by: bench',
-      '    created: 1767225600',
-      '    price_per_million: { input: 1, output: 1 }',
-      '    engine:',
-      '      kind: openai-compatible',
-      '      replicas:',
-      `        - base_url: http://127.0.0.1:${sim.port}/v1`,
-      '',
-    ].join('\n'),
-  );
-  gateway = await startService(entry('src/main.ts', 'dist/main.js'), {
-    execArgv: gatewayNodeFlags,
-    cwd: gatewayDir,
-    env: {
-      GATEWAY_PORT: '0',
-      GATEWAY_HOST: '127.0.0.1',
-      CATALOG_PATH: catalog,
-      CATALOG_WATCH: 'false',
-      API_KEYS: KEY,
-      LOG_LEVEL: 'info',
-    },
-  });
+  ({ sim, gateway } = rig);
   const stopRss = sampleRss(gateway.child.pid);
-  const engineUrl = `http://127.0.0.1:${sim.port}/v1/chat/completions`;
-  const gatewayUrl = `http://127.0.0.1:${gateway.port}/v1/chat/completions`;
+  const { engineUrl, gatewayUrl } = rig;
   console.log(
     `engine :${sim.port}  gateway :${gateway.port} ${gatewayNodeFlags.join(' ')}  ${useDist ? 'compiled' : 'tsx'}  ${seconds}s per measure`,
   );
 
   // Warm both paths (JIT, connection pools) before measuring.
-  await sequential(engineUrl, plainBody, 2000);
-  await sequential(gatewayUrl, plainBody, 2000);
-  await sequential(engineUrl, streamBody, 100);
-  await sequential(gatewayUrl, streamBody, 100);
+  await sequentialLatencies(engineUrl, plainBody, KEY, 2000);
+  await sequentialLatencies(gatewayUrl, plainBody, KEY, 2000);
+  await sequentialLatencies(engineUrl, streamBody, KEY, 100);
+  await sequentialLatencies(gatewayUrl, streamBody, KEY, 100);
 
   // (a) one connection, one request at a time.
   const count = Math.max(2000, seconds * 1000);
-  const direct = await sequential(engineUrl, plainBody, count);
-  const via = await sequential(gatewayUrl, plainBody, count);
+  const direct = await sequentialLatencies(engineUrl, plainBody, KEY, count);
+  const via = await sequentialLatencies(gatewayUrl, plainBody, KEY, count);
   const p = (values, q) => quantile(values, q);
   console.log('\n(a) latency at 1 connection (ms)');
-  console.log(`    engine direct  p50 ${fmt(p(direct, 0.5))}  p99 ${fmt(p(direct, 0.99))}`);
-  console.log(`    via gateway    p50 ${fmt(p(via, 0.5))}  p99 ${fmt(p(via, 0.99))}`);
+  console.log(`    engine direct  p50 ${fmtMs(p(direct, 0.5))}  p99 ${fmtMs(p(direct, 0.99))}`);
+  console.log(`    via gateway    p50 ${fmtMs(p(via, 0.5))}  p99 ${fmtMs(p(via, 0.99))}`);
   console.log(
-    `    added          p50 ${fmt(p(via, 0.5) - p(direct, 0.5))}  p99 ${fmt(p(via, 0.99) - p(direct, 0.99))}   (goal ≤ 0.3 / ≤ 2)`,
+    `    added          p50 ${fmtMs(p(via, 0.5) - p(direct, 0.5))}  p99 ${fmtMs(p(via, 0.99) - p(direct, 0.99))}   (goal ≤ 0.3 / ≤ 2)`,
   );
 
   // (b) 32 connections.
-  const directRps = await withCpu(() => throughput(engineUrl, plainBody, 32));
-  const viaRps = await withCpu(() => throughput(gatewayUrl, plainBody, 32));
+  const directRps = await withCpu(() => throughput(engineUrl, plainBody, KEY, 32, seconds));
+  const viaRps = await withCpu(() => throughput(gatewayUrl, plainBody, KEY, 32, seconds));
   const perRequest = (run, pid) => ((run.cpu[pid] * 1000) / run.result.total).toFixed(0);
   console.log('\n(b) non-streamed requests/s at 32 connections');
   console.log(
@@ -138,8 +107,7 @@ try {
   const peak = stopRss();
   console.log(`\nRSS of the gateway, peak under load: ${(peak / 1024 / 1024).toFixed(1)} MB   (goal ≤ 150 MB)`);
 } finally {
-  await Promise.all([gateway?.stop(), sim?.stop()]);
-  rmSync(work, { recursive: true, force: true });
+  await rig?.stop();
 }
 
 /** Runs `measure` and adds the CPU ms the gateway and the engine spent meanwhile. */
@@ -152,61 +120,6 @@ async function withCpu(measure) {
   };
 }
 
-function fmt(ms) {
-  return ms.toFixed(3);
-}
-
-/** `n` requests one after another on one keep-alive connection; returns sorted latencies in ms. */
-async function sequential(url, body, n) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const latencies = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const started = process.hrtime.bigint();
-    const { status } = await post(url, body, agent);
-    latencies[i] = Number(process.hrtime.bigint() - started) / 1e6;
-    if (status !== 200) throw new Error(`${url} answered ${status}`);
-  }
-  agent.destroy();
-  return latencies.sort((a, b) => a - b);
-}
-
-function post(url, body, agent, onData) {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      url,
-      {
-        method: 'POST',
-        agent,
-        headers: {
-          'content-type': 'application/json',
-          authorization: `Bearer ${KEY}`,
-          'content-length': Buffer.byteLength(body),
-        },
-      },
-      (res) => {
-        res.on('data', onData ?? (() => undefined));
-        res.on('end', () => resolve({ status: res.statusCode }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** Non-streamed requests per second with autocannon at `connections`. */
-async function throughput(url, body, connections) {
-  const options = {
-    url,
-    method: 'POST',
-    connections,
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-    body,
-  };
-  const result = await autocannon({ ...options, duration: seconds });
-  return { rps: result.requests.average, total: result.requests.total, errors: result.errors, non2xx: result.non2xx };
-}
-
 /** SSE `data:` frames received per second over `connections` streaming clients. */
 async function chunkRate(url, body, connections) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
@@ -217,7 +130,7 @@ async function chunkRate(url, body, connections) {
   };
   const run = async (until) => {
     while (Date.now() < until) {
-      const { status } = await post(url, body, agent, count);
+      const { status } = await postChat(url, body, KEY, agent, count);
       if (status !== 200) throw new Error(`${url} answered ${status}`);
     }
   };
