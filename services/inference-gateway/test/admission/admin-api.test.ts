@@ -44,6 +44,16 @@ describe('admin API guard', () => {
   );
 });
 
+describe('unknown admin endpoints', () => {
+  it('answer 404 not_found in the envelope, after the token check', async () => {
+    const res = await request(app).delete('/admin/v1/keys/key_1').set(auth);
+    expect(res.status).toBe(404);
+    expect(res.body.error).toMatchObject({ code: 'not_found', type: 'invalid_request_error', param: null });
+    expect(res.body.error.message).toContain('DELETE /keys/key_1');
+    expect((await request(app).delete('/admin/v1/keys/key_1')).status).toBe(401);
+  });
+});
+
 describe('organizations', () => {
   it('create, get, list, update (budgets, credit top-up), delete', async () => {
     const created = await request(app)

@@ -21,6 +21,15 @@ export function invalidAdminRequest(error: z.ZodError): ServiceError {
   });
 }
 
+/** 404 `not_found`: a path or method the admin API does not have. */
+export function adminEndpointNotFound(method: string, path: string): ServiceError {
+  return new ServiceError({
+    status: 404,
+    code: 'not_found',
+    message: `Unknown admin endpoint '${method} ${path.slice(0, 200)}'. See /openapi.json for the admin API.`,
+  });
+}
+
 /** 404 `organization_not_found`. */
 export function organizationNotFound(orgId: string): ServiceError {
   return new ServiceError({

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import type { AccountStore } from '@tollway/accounts';
-import { invalidAdminToken } from './admin-errors';
+import { adminEndpointNotFound, invalidAdminToken } from './admin-errors';
 import { organizationsRoutes } from './organizations.route';
 import { keysRoutes } from './keys.route';
 
@@ -25,6 +25,8 @@ export function buildAdminRouter(options: AdminRouterOptions): Router {
   router.use(requireAdminToken(options.adminToken), express.json({ limit: '64kb' }));
   router.use(organizationsRoutes(options.store));
   router.use(keysRoutes(options.store));
+  // Its own 404, so an admin typo is not answered with the inference API's model_not_found.
+  router.use((req, _res, next) => next(adminEndpointNotFound(req.method, req.path)));
   return router;
 }
 
