@@ -15,8 +15,21 @@ let base: Omit<AgentContext, 'logger' | 'signal'> | null = null;
 let logger: Logger | null = null;
 const turnAborts = new Set<AbortController>();
 
+/** The parent is gone (IPC closed): stop, so an orphaned turn makes no further model calls. */
+function exitOrphaned(): never {
+  for (const abort of turnAborts) abort.abort(new Error('worker process gone'));
+  process.exit(1);
+}
+
+/**
+ * Sends to the parent. A write to a parent that just died fails with EPIPE; with a callback the
+ * failure comes here instead of as an uncaught 'error' event, and the child exits quietly.
+ */
 function send(message: ChildMessage): void {
-  process.send?.(message);
+  if (!process.connected) exitOrphaned();
+  process.send?.(message, (err: Error | null) => {
+    if (err) exitOrphaned();
+  });
 }
 
 async function init(message: ChildInit): Promise<void> {
@@ -71,7 +84,4 @@ process.on('message', (message: ParentMessage) => {
   else if (message.type === 'run') void run(message);
 });
 
-process.on('disconnect', () => {
-  for (const abort of turnAborts) abort.abort(new Error('worker process gone'));
-  process.exit(1);
-});
+process.on('disconnect', exitOrphaned);

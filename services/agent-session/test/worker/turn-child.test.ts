@@ -1,0 +1,55 @@
+import { once } from 'node:events';
+import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import type { ChildInit, ChildMessage, ChildRun } from '../../src/worker/child-protocol';
+import { forkNodeFile } from '../../src/worker/spawn-node';
+
+const childFile = path.join(__dirname, '../../src/worker/turn-child.ts');
+const echoAgent = path.join(__dirname, '../../src/agents/echo.agent.ts');
+
+const init: ChildInit = {
+  type: 'init',
+  agentModule: echoAgent,
+  gatewayBaseUrl: 'http://127.0.0.1:9/v1',
+  gatewayApiKey: 'unused',
+  gatewayTimeoutMs: 1000,
+  settings: { defaultModel: 'tollway/sim-chat', maxModelTries: 1, retryBaseDelayMs: 1, retryMaxDelayMs: 1 },
+  logLevel: 'error',
+};
+
+function nextMessage(child: ChildProcess): Promise<ChildMessage> {
+  return once(child, 'message').then(([message]) => message as ChildMessage);
+}
+
+async function startChild(): Promise<{ child: ChildProcess; stderr: () => string }> {
+  const child = forkNodeFile(childFile, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+  let stderr = '';
+  child.stderr?.on('data', (data: Buffer) => (stderr += data.toString()));
+  child.send(init);
+  expect(await nextMessage(child)).toEqual({ type: 'ready' });
+  return { child, stderr: () => stderr };
+}
+
+it('runs a turn sent by its parent and answers with the agent messages', async () => {
+  const { child } = await startChild();
+  const run: ChildRun = {
+    type: 'run',
+    turnId: 'turn-1',
+    sessionId: '00000000-0000-4000-8000-000000000000',
+    input: { history: [], message: { role: 'user', content: 'ping' }, userParams: null },
+  };
+  child.send(run);
+  const done = await nextMessage(child);
+  expect(done).toMatchObject({ type: 'done', turnId: 'turn-1', ok: true });
+  child.kill('SIGKILL');
+  await once(child, 'exit');
+});
+
+it('exits at once and quietly when its parent goes away', async () => {
+  const { child, stderr } = await startChild();
+  const exited = once(child, 'exit');
+  child.disconnect();
+  const [code] = await exited;
+  expect(code).toBe(1);
+  expect(stderr()).not.toMatch(/EPIPE|Uncaught|Error/);
+});
