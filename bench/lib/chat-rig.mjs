@@ -5,7 +5,8 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
-import { startService } from './processes.mjs';
+import { quantile, startService } from './processes.mjs';
+import { haveWrk, wrkPost } from './wrk.mjs';
 
 /** The one model the rig's catalog serves. */
 export const BENCH_MODEL = 'bench/instant';
@@ -113,8 +114,36 @@ export async function sequentialLatencies(url, body, key, n) {
   return latencies.sort((a, b) => a - b);
 }
 
-/** Requests per second with autocannon at `connections` for `seconds` (after a 1 s warm-up when asked). */
+/**
+ * The load generator: wrk when it is installed (`apt-get install wrk`), else the Node client and
+ * autocannon, which cost more CPU per request than the gateway and so understate what it serves.
+ */
+export const LOAD_GENERATOR = process.env.BENCH_LOAD_GENERATOR ?? (haveWrk() ? 'wrk' : 'autocannon');
+
+/** Prints which load generator runs, and what that means for the figures. */
+export function describeLoadGenerator() {
+  if (LOAD_GENERATOR === 'wrk') return 'load: wrk, 1 thread';
+  return 'load: Node http client and autocannon (wrk not found: `apt-get install wrk` for figures the load generator does not cap)';
+}
+
+/** p50 and p99 (ms) of requests one at a time on one keep-alive connection, over `seconds`. */
+export async function latencyAtOneConnection(url, body, key, seconds) {
+  if (LOAD_GENERATOR === 'wrk') {
+    const result = await wrkPost(url, body, key, { connections: 1, seconds });
+    if (result.non2xx > 0 || result.errors > 0)
+      throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+    return { p50: result.p50, p99: result.p99, total: result.total };
+  }
+  const latencies = await sequentialLatencies(url, body, key, Math.max(2000, seconds * 1000));
+  return { p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), total: latencies.length };
+}
+
+/** Requests per second at `connections` for `seconds` (after a 1 s warm-up when asked). */
 export async function throughput(url, body, key, connections, seconds, { warmup = false } = {}) {
+  if (LOAD_GENERATOR === 'wrk') {
+    if (warmup) await wrkPost(url, body, key, { connections, seconds: 1 });
+    return wrkPost(url, body, key, { connections, seconds });
+  }
   const options = {
     url,
     method: 'POST',
