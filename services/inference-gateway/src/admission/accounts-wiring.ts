@@ -19,7 +19,7 @@ export interface AccountsWiring {
   /** Mounted at `/admin/v1`; absent when `ADMIN_TOKEN` is unset. */
   adminRouter?: Router;
   openApi: InferenceOpenApiOptions;
-  /** Stops listening for key revocations. */
+  /** Writes the settlements still queued and stops listening for key revocations. */
   close(): Promise<void>;
 }
 
@@ -68,7 +68,16 @@ export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: 
     ? buildAdminRouter({ store: createAccountStore({ redis, prefix }), adminToken: config.adminToken })
     : undefined;
   if (!adminRouter) logger.info('admin API off (ADMIN_TOKEN is not set)');
-  return { authenticator, admission, adminRouter, openApi: adminOpenApi(), close: () => keys.close() };
+  return {
+    authenticator,
+    admission,
+    adminRouter,
+    openApi: adminOpenApi(),
+    close: async () => {
+      await metered.close();
+      await keys.close();
+    },
+  };
 }
 
 /** Principals minted by ConfigKeyAuthenticator (key ids `config-key-<n>`; Redis key ids are `key_…`). */

@@ -1,17 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { accountKeys, luaScript, USAGE_RETENTION_SECONDS, type AccountKeys } from '@tollway/accounts';
+import { accountKeys, type AccountKeys } from '@tollway/accounts';
 import { BUDGET_KINDS, formatRateLimitDuration, RATE_LIMIT_HEADERS } from '@tollway/contracts';
 import { ServiceError, type Logger } from '@tollway/service-kit';
 import type { Admission, AdmissionRequest, AdmissionTicket, SettledUsage } from './admission.types';
 import { admissionUnavailable, insufficientQuota, providerOverloaded, rateLimitExceeded } from './admission-errors';
 import { invalidApiKey } from '../errors';
 import { LeaseRenewer } from './lease-renewer';
-import { ADMIT_LUA } from './scripts/admit.lua';
-import { SETTLE_LUA } from './scripts/settle.lua';
-
-const admitScript = luaScript(ADMIT_LUA);
-const settleScript = luaScript(SETTLE_LUA);
+import { AdmitBatcher } from './admit-batcher';
+import { SettlementBatcher } from './settlement-batcher';
 
 /** Options of RedisAdmission. */
 export interface RedisAdmissionOptions {
@@ -40,9 +37,11 @@ export function modelLeaseKey(prefix: string, modelId: string): string {
 }
 
 /**
- * Admission control on Redis: one script per request checks credit, takes from the three
- * per-minute token buckets and acquires a capacity lease; one script at the end settles. Every
- * replica shares the same Redis, so limits hold across the cluster.
+ * Admission control on Redis: one script call per event-loop turn checks credit, takes from the
+ * three per-minute token buckets and acquires a capacity lease for each request of that turn, in
+ * order (AdmitBatcher); at the end, one script settles every request that finished meanwhile
+ * (SettlementBatcher). Every replica shares the same Redis, so
+ * limits hold across the cluster.
  */
 export class RedisAdmission implements Admission {
   private readonly redis: Redis;
@@ -54,6 +53,8 @@ export class RedisAdmission implements Admission {
   private readonly logger: Logger | undefined;
   private readonly defaultOutputReservationTokens: number | undefined;
   private readonly renewer: LeaseRenewer;
+  private readonly admissions: AdmitBatcher;
+  private readonly settlements: SettlementBatcher;
 
   constructor(options: RedisAdmissionOptions) {
     this.redis = options.redis;
@@ -65,19 +66,29 @@ export class RedisAdmission implements Admission {
     this.logger = options.logger;
     this.defaultOutputReservationTokens = options.defaultOutputReservationTokens;
     this.renewer = new LeaseRenewer(this.redis, this.leaseMs, this.now, this.logger);
+    this.settlements = new SettlementBatcher({
+      redis: this.redis,
+      keys: this.keys,
+      now: this.now,
+      logger: this.logger,
+    });
+    this.admissions = new AdmitBatcher(this.redis, this.now, this.settlements);
+  }
+
+  /** Writes the settlements still queued (graceful shutdown, after the last request finished). */
+  close(): Promise<void> {
+    return this.settlements.drain();
   }
 
   async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
     const { orgId } = request.principal;
     const leaseKey = modelLeaseKey(this.prefix, request.modelId);
     const leaseId = request.capacity === null ? '' : randomUUID();
-    let result: unknown;
+    let reply: number[];
     try {
-      result = await admitScript.run(
-        this.redis,
-        [this.keys.org(orgId), this.keys.buckets(orgId), leaseKey],
-        [
-          this.now(),
+      reply = await this.admissions.admit({
+        keys: [this.keys.org(orgId), this.keys.buckets(orgId), leaseKey],
+        args: [
           request.inputTokens,
           request.reservedOutputTokens,
           request.capacity ?? -1,
@@ -85,11 +96,10 @@ export class RedisAdmission implements Admission {
           this.leaseMs,
           this.isDefaultReservation(request) ? '1' : '0',
         ],
-      );
+      });
     } catch (err) {
       throw admissionUnavailable(err);
     }
-    const reply = result as number[];
     switch (reply[0]) {
       case 0:
         return this.ticket(request, leaseKey, leaseId, reply);
@@ -132,39 +142,25 @@ export class RedisAdmission implements Admission {
     let done = false;
     if (leaseId !== '') this.renewer.add(leaseKey, leaseId);
 
-    const finish = async (usage: SettledUsage | null): Promise<void> => {
-      if (done) return;
+    const finish = (usage: SettledUsage | null): Promise<void> => {
+      if (done) return Promise.resolve();
       done = true;
       if (leaseId !== '') this.renewer.remove(leaseKey, leaseId);
-      const { orgId } = request.principal;
-      const now = this.now();
-      try {
-        await settleScript.run(
-          this.redis,
-          [
-            this.keys.org(orgId),
-            this.keys.buckets(orgId),
-            leaseKey,
-            this.keys.usageMinute(orgId, Math.floor(now / 60_000)),
-          ],
-          [
-            now,
-            request.inputTokens,
-            reservedOutputTokens,
-            Math.max(0, Math.round(usage?.prompt_tokens ?? 0)),
-            Math.max(0, Math.round(usage?.completion_tokens ?? 0)),
-            request.pricePerMillion.input,
-            request.pricePerMillion.output,
-            leaseId,
-            request.modelId,
-            USAGE_RETENTION_SECONDS,
-            usage ? '1' : '0',
-          ],
-        );
-      } catch (err) {
-        // The lease expires on its own; the usage of this one request is lost, and said so.
-        this.logger?.error('settlement failed', { org: orgId, model: request.modelId, err: String(err) });
-      }
+      return this.settlements.add({
+        orgId: request.principal.orgId,
+        modelId: request.modelId,
+        leaseKey,
+        leaseId,
+        taken: { input: request.inputTokens, output: reservedOutputTokens },
+        used: usage
+          ? {
+              input: Math.max(0, Math.round(usage.prompt_tokens ?? 0)),
+              output: Math.max(0, Math.round(usage.completion_tokens ?? 0)),
+            }
+          : null,
+        price: request.pricePerMillion,
+        at: this.now(),
+      });
     };
     return { headers, settle: (usage) => finish(usage), release: () => finish(null) };
   }

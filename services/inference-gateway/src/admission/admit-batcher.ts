@@ -1,0 +1,90 @@
+import type { Redis } from 'ioredis';
+import { luaScript } from '@tollway/accounts';
+import { ADMIT_LUA } from './scripts/admit.lua';
+import { runScripts, type ScriptCall } from './script-pipeline';
+import { SettlementBatcher, type SettlementCall } from './settlement-batcher';
+
+const admitScript = luaScript(ADMIT_LUA);
+
+/** One admission for the admit script: its three keys and six arguments (see admit.lua.ts). */
+export interface AdmitCall {
+  keys: readonly [string, string, string];
+  args: readonly [number, number, number, string, number, '0' | '1'];
+}
+
+interface Pending {
+  call: AdmitCall;
+  resolve: (reply: number[]) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * Sends the admissions asked for in one event-loop turn in one script call: the script admits them
+ * one after the other, each exactly as if alone, so batching changes no decision. A request waits
+ * for the end of its turn (where ioredis would send its command anyway) and then one round trip;
+ * under load, the requests that arrived together share the call, and the gateway and Redis pay the
+ * per-command cost once. The settlements queued meanwhile go first in the same write, so they cost
+ * no round trip of their own. Batches are not held back for one another: several may be on their
+ * way at once, and Redis runs them in the order they were written.
+ */
+export class AdmitBatcher {
+  private queue: Pending[] = [];
+  private scheduled = false;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly now: () => number,
+    private readonly settlements: SettlementBatcher | null = null,
+    private readonly maxBatch = 200,
+  ) {}
+
+  /** The script's reply for `call` (an array, see admit.lua.ts); rejects when Redis fails. */
+  admit(call: AdmitCall): Promise<number[]> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ call, resolve, reject });
+      if (this.scheduled) return;
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const queued = this.queue;
+    this.queue = [];
+    const settlement = this.settlements?.take() ?? null;
+    const batches: Pending[][] = [];
+    for (let start = 0; start < queued.length; start += this.maxBatch) {
+      batches.push(queued.slice(start, start + this.maxBatch));
+    }
+    void this.send(settlement, batches);
+  }
+
+  /** One pipeline, one write: the settlement (if any), then each batch of admissions. */
+  private async send(settlement: SettlementCall | null, batches: Pending[][]): Promise<void> {
+    const calls: ScriptCall[] = [];
+    if (settlement) calls.push({ script: SettlementBatcher.script, keys: settlement.keys, args: settlement.args });
+    for (const batch of batches) {
+      const keys: string[] = [];
+      const args: Array<string | number> = [this.now()];
+      for (const { call } of batch) {
+        keys.push(...call.keys);
+        args.push(...call.args);
+      }
+      calls.push({ script: admitScript, keys, args });
+    }
+    const outcomes = await runScripts(this.redis, calls);
+
+    let at = 0;
+    if (settlement) settlement.finish(outcomes[at++]?.[0] ?? null);
+    for (const batch of batches) {
+      const [err, replies] = outcomes[at++] ?? [new Error('no reply'), null];
+      batch.forEach((pending, i) => {
+        const reply = Array.isArray(replies) ? (replies as unknown[])[i] : undefined;
+        if (err) pending.reject(err);
+        else if (Array.isArray(reply)) pending.resolve(reply as number[]);
+        else pending.reject(new Error(`admit script gave no reply for request ${i + 1} of ${batch.length}`));
+      });
+    }
+  }
+}
