@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { createAccountStore, deleteKeysWithPrefix } from '@tollway/accounts';
+import { accountKeys, createAccountStore, deleteKeysWithPrefix } from '@tollway/accounts';
 import { modelLeaseKey, RedisAdmission } from '../../src/admission/redis-admission';
+import { SettlementBatcher } from '../../src/admission/settlement-batcher';
 import type { AdmissionRequest } from '../../src/admission/admission.types';
 
 /**
@@ -73,6 +74,21 @@ describe('batched admission', () => {
       expect(r.status).toBe('rejected');
       expect((r as PromiseRejectedResult).reason).toMatchObject({ status: 429, code: 'rate_limit_exceeded' });
     }
+  });
+
+  it('splits a turn of 450 admissions into calls of at most 200, still exact', async () => {
+    const o = await org({ requests: 300, input_tokens: 1_000_000, output_tokens: 1_000_000 });
+    let outcomes: Array<PromiseSettledResult<Awaited<ReturnType<typeof admission.admit>>>> = [];
+    const calls = await scriptCallsDuring(async () => {
+      outcomes = await Promise.allSettled(Array.from({ length: 450 }, () => admission.admit(request(o.id))));
+    });
+    expect(calls).toBe(3);
+    expect(outcomes.filter((r) => r.status === 'fulfilled')).toHaveLength(300);
+    expect(outcomes.slice(300).every((r) => r.status === 'rejected')).toBe(true);
+    // Settling 300 at once: one call of the settle script, every reservation accounted for.
+    const tickets = outcomes.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    await Promise.all(tickets.map((t) => t.settle({ prompt_tokens: 10, completion_tokens: 1 })));
+    expect((await store.getUsage(o.id))!.totals).toMatchObject({ requests: 300, output_tokens: 300 });
   });
 
   it('decides each request of a mixed batch on its own: unknown org, no credit, capacity, admitted', async () => {
@@ -209,6 +225,29 @@ describe('batched settlement', () => {
     await ticket.settle({ prompt_tokens: 10, completion_tokens: 10 });
     expect(await redis.zcard(modelLeaseKey(prefix, `gone/${o.id}`))).toBe(0);
     expect(await redis.exists(`${prefix}{org:${o.id}}:org`)).toBe(0);
+  });
+
+  it('splits more than maxBatch queued settlements into several calls, losing none', async () => {
+    const o = await org();
+    const batcher = new SettlementBatcher({ redis, keys: accountKeys(prefix), now: clock, maxBatch: 10 });
+    const calls = await scriptCallsDuring(() =>
+      Promise.all(
+        Array.from({ length: 25 }, () =>
+          batcher.add({
+            orgId: o.id,
+            modelId: 'batch/a',
+            leaseKey: '',
+            leaseId: '',
+            taken: { input: 0, output: 0 },
+            used: { input: 1, output: 2 },
+            price: { input: 0, output: 0 },
+            at: now,
+          }),
+        ),
+      ),
+    );
+    expect(calls).toBe(3);
+    expect((await store.getUsage(o.id))!.totals).toMatchObject({ requests: 25, input_tokens: 25, output_tokens: 50 });
   });
 
   it('writes what is still queued on close', async () => {
