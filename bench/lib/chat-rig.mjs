@@ -123,7 +123,8 @@ export const LOAD_GENERATOR = process.env.BENCH_LOAD_GENERATOR ?? (haveWrk() ? '
 /** Prints which load generator runs, and what that means for the figures. */
 export function describeLoadGenerator() {
   if (LOAD_GENERATOR === 'wrk') return 'load: wrk, 1 thread';
-  return 'load: Node http client and autocannon (wrk not found: `apt-get install wrk` for figures the load generator does not cap)';
+  const why = process.env.BENCH_LOAD_GENERATOR ? 'BENCH_LOAD_GENERATOR' : 'wrk not found: `apt-get install wrk`';
+  return `load: Node http client and autocannon (${why}; they cost more CPU per request than the gateway, so figures are capped)`;
 }
 
 /** p50 and p99 (ms) of requests one at a time on one keep-alive connection, over `seconds`. */
