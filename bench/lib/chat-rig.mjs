@@ -139,10 +139,10 @@ export async function latencyAtOneConnection(url, body, key, seconds) {
   return { p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), total: latencies.length };
 }
 
-/** Requests per second at `connections` for `seconds` (after a 1 s warm-up when asked). */
+/** Requests per second at `connections` for `seconds` (after a warm-up of `warmup` seconds, if any; `true` = 1 s). */
 export async function throughput(url, body, key, connections, seconds, { warmup = false } = {}) {
   if (LOAD_GENERATOR === 'wrk') {
-    if (warmup) await wrkPost(url, body, key, { connections, seconds: 1 });
+    if (warmup) await wrkPost(url, body, key, { connections, seconds: Number(warmup) });
     return wrkPost(url, body, key, { connections, seconds });
   }
   const options = {
@@ -152,7 +152,7 @@ export async function throughput(url, body, key, connections, seconds, { warmup 
     headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
     body,
   };
-  if (warmup) await autocannon({ ...options, duration: 1 });
+  if (warmup) await autocannon({ ...options, duration: Number(warmup) });
   const result = await autocannon({ ...options, duration: seconds });
   return { rps: result.requests.average, total: result.requests.total, errors: result.errors, non2xx: result.non2xx };
 }
