@@ -1,7 +1,6 @@
 import type { Redis } from 'ioredis';
-import { luaScript } from '@tollway/accounts';
+import { luaScript, runScripts, type ScriptCall } from '@tollway/accounts';
 import { ADMIT_LUA } from './scripts/admit.lua';
-import { runScripts, type ScriptCall } from './script-pipeline';
 import { SettlementBatcher, type SettlementCall } from './settlement-batcher';
 
 const admitScript = luaScript(ADMIT_LUA);

@@ -40,8 +40,7 @@ export function modelLeaseKey(prefix: string, modelId: string): string {
  * Admission control on Redis: one script call per event-loop turn checks credit, takes from the
  * three per-minute token buckets and acquires a capacity lease for each request of that turn, in
  * order (AdmitBatcher); at the end, one script settles every request that finished meanwhile
- * (SettlementBatcher). Every replica shares the same Redis, so
- * limits hold across the cluster.
+ * (SettlementBatcher). Every replica shares the same Redis, so limits hold across the cluster.
  */
 export class RedisAdmission implements Admission {
   private readonly redis: Redis;

@@ -1,7 +1,6 @@
 import type { Redis } from 'ioredis';
-import { luaScript, USAGE_RETENTION_SECONDS, type AccountKeys } from '@tollway/accounts';
+import { luaScript, runScripts, USAGE_RETENTION_SECONDS, type AccountKeys } from '@tollway/accounts';
 import type { Logger } from '@tollway/service-kit';
-import { runScripts } from './script-pipeline';
 import { SETTLE_LUA } from './scripts/settle.lua';
 
 const settleScript = luaScript(SETTLE_LUA);
