@@ -99,7 +99,10 @@ export class AccountStore {
         update.creditTopUp === undefined ? '' : update.creditTopUp,
       ],
     );
-    return ok === 1 ? this.getOrganization(orgId) : null;
+    if (ok !== 1) return null;
+    // Replicas holding quota slices of this organization give them back and admit afresh.
+    await this.redis.publish(this.keys.orgChangeChannel(), orgId);
+    return this.getOrganization(orgId);
   }
 
   /** Deletes an organization, revoking its keys first; false when there was none. */
@@ -107,7 +110,9 @@ export class AccountStore {
     if (!ORG_ID_PATTERN.test(orgId)) return false;
     const keyIds = await this.redis.smembers(this.keys.orgKeys(orgId));
     for (const keyId of keyIds) await this.revokeKey(keyId);
-    const multi = this.redis.multi().del(this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.buckets(orgId));
+    const multi = this.redis
+      .multi()
+      .del(this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.buckets(orgId), this.keys.slices(orgId));
     for (const keyId of keyIds) multi.del(this.keys.key(orgId, keyId));
     const results = await multi.exec();
     await this.redis
@@ -115,6 +120,7 @@ export class AccountStore {
       .srem(this.keys.orgIndex(), orgId)
       .hdel(this.keys.keyOrgs(), ...(keyIds.length > 0 ? keyIds : ['-']))
       .exec();
+    await this.redis.publish(this.keys.orgChangeChannel(), orgId);
     const deleted = results?.[0]?.[1];
     return typeof deleted === 'number' && deleted > 0;
   }

@@ -13,6 +13,11 @@ export interface AccountKeys {
   key(orgId: string, keyId: string): string;
   /** Hash of the three token buckets: `<kind>` = balance, `<kind>:ts` = last refill (ms). */
   buckets(orgId: string): string;
+  /**
+   * Hash of the quota slices replicas hold (the gateway's local admission): slice id →
+   * `requests|input_tokens|output_tokens|usd|expiry_ms`. Tokens in a slice are out of the buckets.
+   */
+  slices(orgId: string): string;
   /** Hash of one minute's usage (see USAGE_FIELDS), expiring after USAGE_RETENTION_SECONDS. */
   usageMinute(orgId: string, epochMinute: number): string;
   /** Global hash: SHA-256 hex of a live key → its org and key id. Deleted on revocation. */
@@ -23,6 +28,8 @@ export interface AccountKeys {
   orgIndex(): string;
   /** Pub/sub channel carrying the SHA-256 hex of every revoked key. */
   revocationChannel(): string;
+  /** Pub/sub channel carrying the id of every organization updated or deleted. */
+  orgChangeChannel(): string;
 }
 
 /** Builds the key names under `prefix` (e.g. `tollway:`). */
@@ -33,11 +40,13 @@ export function accountKeys(prefix: string): AccountKeys {
     orgKeys: (orgId) => `${tag(orgId)}:keys`,
     key: (orgId, keyId) => `${tag(orgId)}:key:${keyId}`,
     buckets: (orgId) => `${tag(orgId)}:buckets`,
+    slices: (orgId) => `${tag(orgId)}:slices`,
     usageMinute: (orgId, epochMinute) => `${tag(orgId)}:usage:${epochMinute}`,
     keyByHash: (hashHex) => `${prefix}apikey:${hashHex}`,
     keyOrgs: () => `${prefix}key-orgs`,
     orgIndex: () => `${prefix}orgs`,
     revocationChannel: () => `${prefix}keys:revoked`,
+    orgChangeChannel: () => `${prefix}orgs:changed`,
   };
 }
 
