@@ -53,6 +53,14 @@ export const GatewayConfigSchema = z.object({
   capacityLeaseMs: z.coerce.number().int().min(100).default(30_000),
   /** `retry-after-ms` advised when a model is at capacity, ms; default 1000. */
   capacityRetryAfterMs: z.coerce.number().int().min(1).default(1000),
+  /**
+   * Admit most requests in process from quota slices and capacity blocks leased from Redis
+   * (see src/admission/README.md, "Local admission"); off = every request is admitted in Redis.
+   * Default true.
+   */
+  admissionSlices: envBoolean.default(true),
+  /** How long a replica admits from one quota slice before giving it back, ms; default 1000. */
+  admissionSliceMs: z.coerce.number().int().min(10).max(60_000).default(1000),
   /** winston log level; default `info`. */
   logLevel: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
 });
@@ -78,6 +86,8 @@ export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSc
   authCacheTtlMs: { env: 'AUTH_CACHE_TTL_MS' },
   capacityLeaseMs: { env: 'CAPACITY_LEASE_MS' },
   capacityRetryAfterMs: { env: 'CAPACITY_RETRY_AFTER_MS' },
+  admissionSlices: { env: 'ADMISSION_SLICES' },
+  admissionSliceMs: { env: 'ADMISSION_SLICE_MS' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
 };
 

@@ -30,6 +30,7 @@ export interface AccountsWiring {
 export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: Logger): Promise<AccountsWiring> {
   const prefix = config.redisPrefix;
   const keys = createKeyAuthenticator({ redis, prefix, cacheTtlMs: config.authCacheTtlMs });
+  const subscriber = config.admissionSlices ? redis.duplicate({ connectionName: 'gateway:org-changes' }) : undefined;
   const metered = new RedisAdmission({
     redis,
     prefix,
@@ -37,6 +38,8 @@ export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: 
     capacityRetryAfterMs: config.capacityRetryAfterMs,
     defaultOutputReservationTokens: config.defaultOutputReservationTokens,
     logger,
+    localQuota: config.admissionSlices ? { useMs: config.admissionSliceMs } : null,
+    subscriber,
   });
   // Static operator keys from API_KEYS (tests, private deployments) stay usable, unmetered;
   // every organization key is metered.
@@ -76,6 +79,7 @@ export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: 
     close: async () => {
       await metered.close();
       await keys.close();
+      subscriber?.disconnect();
     },
   };
 }

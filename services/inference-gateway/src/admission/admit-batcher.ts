@@ -1,14 +1,25 @@
 import type { Redis } from 'ioredis';
 import { luaScript, runScripts, type ScriptCall } from '@tollway/accounts';
 import { ADMIT_LUA } from './scripts/admit.lua';
-import { SettlementBatcher, type SettlementCall } from './settlement-batcher';
 
 const admitScript = luaScript(ADMIT_LUA);
 
-/** One admission for the admit script: its three keys and six arguments (see admit.lua.ts). */
+/** One admission for the admit script: its four keys and eleven arguments (see admit.lua.ts). */
 export interface AdmitCall {
-  keys: readonly [string, string, string];
-  args: readonly [number, number, number, string, number, '0' | '1'];
+  keys: readonly [string, string, string, string];
+  args: readonly [number, number, number, string, number, '0' | '1', string, number, number, string, number];
+}
+
+/** The admit script's arguments that hold for every request of a call: how slices are cut. */
+export interface SlicePolicy {
+  fraction: number;
+  minimum: number;
+  ttlMs: number;
+}
+
+/** A script call that rides ahead of the admissions in the same write, and what to do with its outcome. */
+export interface LeadingCall extends ScriptCall {
+  finish(err: unknown): void;
 }
 
 interface Pending {
@@ -30,10 +41,15 @@ export class AdmitBatcher {
   private queue: Pending[] = [];
   private scheduled = false;
 
+  /**
+   * `leading`: sources of calls written ahead of each batch of admissions (quota returns, queued
+   * settlements), asked in order at every flush; null when they have nothing.
+   */
   constructor(
     private readonly redis: Redis,
     private readonly now: () => number,
-    private readonly settlements: SettlementBatcher | null = null,
+    private readonly leading: ReadonlyArray<() => LeadingCall | null> = [],
+    private readonly policy: SlicePolicy = { fraction: 0, minimum: 1, ttlMs: 1 },
     private readonly maxBatch = 200,
   ) {}
 
@@ -41,31 +57,40 @@ export class AdmitBatcher {
   admit(call: AdmitCall): Promise<number[]> {
     return new Promise((resolve, reject) => {
       this.queue.push({ call, resolve, reject });
-      if (this.scheduled) return;
-      this.scheduled = true;
-      setImmediate(() => this.flush());
+      this.kick();
     });
+  }
+
+  /** Flushes at the end of this turn even when no admission comes: the leading calls go alone. */
+  kick(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
   }
 
   private flush(): void {
     this.scheduled = false;
     const queued = this.queue;
     this.queue = [];
-    const settlement = this.settlements?.take() ?? null;
+    const leading: LeadingCall[] = [];
+    for (const source of this.leading) {
+      const call = source();
+      if (call) leading.push(call);
+    }
     const batches: Pending[][] = [];
     for (let start = 0; start < queued.length; start += this.maxBatch) {
       batches.push(queued.slice(start, start + this.maxBatch));
     }
-    void this.send(settlement, batches);
+    if (leading.length > 0 || batches.length > 0) void this.send(leading, batches);
   }
 
-  /** One pipeline, one write: the settlement (if any), then each batch of admissions. */
-  private async send(settlement: SettlementCall | null, batches: Pending[][]): Promise<void> {
-    const calls: ScriptCall[] = [];
-    if (settlement) calls.push({ script: SettlementBatcher.script, keys: settlement.keys, args: settlement.args });
+  /** One pipeline, one write: the leading calls, then each batch of admissions. */
+  private async send(leading: LeadingCall[], batches: Pending[][]): Promise<void> {
+    const calls: ScriptCall[] = [...leading];
+    const { fraction, minimum, ttlMs } = this.policy;
     for (const batch of batches) {
       const keys: string[] = [];
-      const args: Array<string | number> = [this.now()];
+      const args: Array<string | number> = [this.now(), fraction, minimum, ttlMs];
       for (const { call } of batch) {
         keys.push(...call.keys);
         args.push(...call.args);
@@ -75,7 +100,10 @@ export class AdmitBatcher {
     const outcomes = await runScripts(this.redis, calls);
 
     let at = 0;
-    if (settlement) settlement.finish(outcomes[at++]?.[0] ?? null);
+    for (const call of leading) {
+      const outcome = outcomes[at++];
+      call.finish(outcome ? outcome[0] : new Error('no reply'));
+    }
     for (const batch of batches) {
       const [err, replies] = outcomes[at++] ?? [new Error('no reply'), null];
       batch.forEach((pending, i) => {

@@ -1,14 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { accountKeys, type AccountKeys } from '@tollway/accounts';
+import { accountKeys, luaScript, runScripts, type AccountKeys } from '@tollway/accounts';
 import { BUDGET_KINDS, formatRateLimitDuration, RATE_LIMIT_HEADERS } from '@tollway/contracts';
 import { ServiceError, type Logger } from '@tollway/service-kit';
 import type { Admission, AdmissionRequest, AdmissionTicket, SettledUsage } from './admission.types';
 import { admissionUnavailable, insufficientQuota, providerOverloaded, rateLimitExceeded } from './admission-errors';
 import { invalidApiKey } from '../errors';
 import { LeaseRenewer } from './lease-renewer';
-import { AdmitBatcher } from './admit-batcher';
+import { AdmitBatcher, type LeadingCall } from './admit-batcher';
 import { SettlementBatcher } from './settlement-batcher';
+import { LocalQuota, NO_PLAN, type LocalGrant, type LocalQuotaOptions, type SliceGrant } from './local-quota';
+import { RETURN_LUA } from './scripts/return.lua';
+
+const returnScript = luaScript(RETURN_LUA);
 
 /** Options of RedisAdmission. */
 export interface RedisAdmissionOptions {
@@ -29,6 +33,14 @@ export interface RedisAdmissionOptions {
    * taken as one when it reserves exactly this many tokens.
    */
   defaultOutputReservationTokens?: number;
+  /**
+   * Quota slices and capacity blocks held in process (local-quota.ts), so most requests are
+   * admitted without a round trip; null (the default) admits every request in Redis. Needs
+   * `subscriber`, a connection for the organization-change channel: while it is down, nothing
+   * is admitted locally.
+   */
+  localQuota?: LocalQuotaOptions | null;
+  subscriber?: Redis;
 }
 
 /** The Redis key of a model's capacity leases (a zset of lease id → expiry ms). */
@@ -54,6 +66,12 @@ export class RedisAdmission implements Admission {
   private readonly renewer: LeaseRenewer;
   private readonly admissions: AdmitBatcher;
   private readonly settlements: SettlementBatcher;
+  private readonly local: LocalQuota | null;
+  private readonly subscriber: Redis | null;
+  private readonly sweeper: NodeJS.Timeout | null;
+  private readonly onChange: (channel: string, orgId: string) => void;
+  private readonly onDown: () => void;
+  private readonly onReady: () => void;
 
   constructor(options: RedisAdmissionOptions) {
     this.redis = options.redis;
@@ -71,46 +89,196 @@ export class RedisAdmission implements Admission {
       now: this.now,
       logger: this.logger,
     });
-    this.admissions = new AdmitBatcher(this.redis, this.now, this.settlements);
+    const local = options.localQuota && options.subscriber ? new LocalQuota(this.now, options.localQuota) : null;
+    this.local = local;
+    this.admissions = new AdmitBatcher(
+      this.redis,
+      this.now,
+      [() => this.takeReturns(), () => this.settlements.take()],
+      local ? { fraction: local.fraction, minimum: local.minimum, ttlMs: local.ttlMs } : undefined,
+    );
+
+    // Organization changes (budgets, credit, deletion) reach every replica through pub/sub: its
+    // slice goes back at once. Without the channel, no slice is trusted.
+    const channel = this.keys.orgChangeChannel();
+    this.subscriber = local ? (options.subscriber ?? null) : null;
+    this.onChange = (from, orgId) => {
+      if (from !== channel || !local) return;
+      local.invalidate(orgId);
+      this.admissions.kick();
+    };
+    this.onDown = () => {
+      local?.setEnabled(false);
+      this.admissions.kick();
+    };
+    this.onReady = () => void this.listen(channel);
+    this.sweeper = null;
+    if (local && this.subscriber) {
+      local.setEnabled(false);
+      this.subscriber.on('message', this.onChange);
+      this.subscriber.on('close', this.onDown);
+      this.subscriber.on('reconnecting', this.onDown);
+      this.subscriber.on('ready', this.onReady);
+      void this.listen(channel);
+      this.sweeper = setInterval(
+        () => {
+          local.sweep();
+          this.admissions.kick();
+        },
+        Math.max(10, Math.floor(local.useMs / 4)),
+      );
+      this.sweeper.unref();
+    }
   }
 
-  /** Writes the settlements still queued (graceful shutdown, after the last request finished). */
-  close(): Promise<void> {
-    return this.settlements.drain();
+  private async listen(channel: string): Promise<void> {
+    try {
+      await this.subscriber?.subscribe(channel);
+      this.local?.setEnabled(true);
+    } catch (err) {
+      this.logger?.warn('organization change channel unavailable: admitting every request in Redis', {
+        err: String(err),
+      });
+    }
   }
 
-  async admit(request: AdmissionRequest): Promise<AdmissionTicket> {
+  /** Resolves once local admission is on (the change channel is subscribed); at once without it. */
+  async ready(): Promise<void> {
+    if (!this.subscriber) return;
+    const channel = this.keys.orgChangeChannel();
+    await this.listen(channel);
+  }
+
+  /**
+   * Gives back every slice and block and writes the settlements still queued (graceful shutdown,
+   * after the last request finished).
+   */
+  async close(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    if (this.local) {
+      this.local.setEnabled(false);
+      this.local.sweep(true);
+      const returns = this.takeReturns();
+      if (returns) {
+        const [outcome] = await runScripts(this.redis, [returns]);
+        returns.finish(outcome ? outcome[0] : new Error('no reply'));
+      }
+    }
+    if (this.subscriber) {
+      this.subscriber.off('message', this.onChange);
+      this.subscriber.off('close', this.onDown);
+      this.subscriber.off('reconnecting', this.onDown);
+      this.subscriber.off('ready', this.onReady);
+      await this.subscriber.unsubscribe(this.keys.orgChangeChannel()).catch(() => undefined);
+    }
+    await this.settlements.drain();
+  }
+
+  /** The return script call for what LocalQuota gives back; null when nothing. */
+  private takeReturns(): LeadingCall | null {
+    const returns = this.local?.takeReturns();
+    if (!returns) return null;
+    const keys: string[] = [];
+    const args: Array<string | number> = [this.now(), returns.slices.length];
+    for (const slice of returns.slices) {
+      keys.push(this.keys.org(slice.orgId), this.keys.buckets(slice.orgId), this.keys.slices(slice.orgId));
+      args.push(slice.id, ...slice.left);
+    }
+    args.push(returns.blocks.length);
+    for (const block of returns.blocks) {
+      for (const id of block.leaseIds) this.renewer.remove(block.leaseKey, id);
+      keys.push(block.leaseKey);
+      args.push(block.leaseIds.length, ...block.leaseIds);
+    }
+    return {
+      script: returnScript,
+      keys,
+      args,
+      finish: (err) => {
+        // Slices expire on their own, and block leases once no longer renewed: nothing is lost for good.
+        if (err) this.logger?.warn('giving back quota slices failed', { err: String(err) });
+      },
+    };
+  }
+
+  async admit(asked: AdmissionRequest): Promise<AdmissionTicket> {
+    const request = { ...asked, reservationIsDefault: this.isDefaultReservation(asked) };
+    const grant = this.local?.tryAdmit(request);
+    if (grant) return this.localTicket(request, grant);
+    const epoch = this.local?.epochOf(request) ?? 0;
+    const first = await this.admitInRedis(request);
+    if (first.ticket) return first.ticket;
+    // Refused while a slice or block granted meanwhile (to a request of the same write) may hold
+    // what this one lacked: that goes back, ahead of a second try, so one replica is exact.
+    const refusal = first.reply[0];
+    if (
+      (refusal === 1 || refusal === 2 || refusal === 3) &&
+      first.reply[3] !== 1 &&
+      this.local?.giveBackFor(request, epoch)
+    ) {
+      const second = await this.admitInRedis(request);
+      if (second.ticket) return second.ticket;
+      throw this.refusal(request, second.reply);
+    }
+    throw this.refusal(request, first.reply);
+  }
+
+  /** One admission by the admit script: a ticket, or the refusal's reply. */
+  private async admitInRedis(
+    request: AdmissionRequest,
+  ): Promise<{ ticket: AdmissionTicket; reply?: undefined } | { ticket?: undefined; reply: Array<number | string> }> {
     const { orgId } = request.principal;
     const leaseKey = modelLeaseKey(this.prefix, request.modelId);
     const leaseId = request.capacity === null ? '' : randomUUID();
-    let reply: number[];
+    const plan = this.local?.plan(request) ?? NO_PLAN;
+    let reply: Array<number | string>;
     try {
       reply = await this.admissions.admit({
-        keys: [this.keys.org(orgId), this.keys.buckets(orgId), leaseKey],
+        keys: [this.keys.org(orgId), this.keys.buckets(orgId), leaseKey, this.keys.slices(orgId)],
         args: [
           request.inputTokens,
           request.reservedOutputTokens,
           request.capacity ?? -1,
           leaseId,
           this.leaseMs,
-          this.isDefaultReservation(request) ? '1' : '0',
+          request.reservationIsDefault ? '1' : '0',
+          plan.sliceId,
+          request.pricePerMillion.input,
+          request.pricePerMillion.output,
+          plan.blockId,
+          plan.blockSize,
         ],
       });
     } catch (err) {
+      if (plan !== NO_PLAN) this.local?.planAnswered(request, plan, false, null, null);
       throw admissionUnavailable(err);
     }
+    const admitted = reply[0] === 0;
+    if (plan !== NO_PLAN && this.local) {
+      const block = this.local.planAnswered(
+        request,
+        plan,
+        admitted,
+        admitted && reply[8] === 1 ? sliceGrant(reply) : null,
+        admitted && reply[18] === 1 ? { leaseKey } : null,
+      );
+      if (block) for (const id of block.free) this.renewer.add(leaseKey, id);
+    }
+    return admitted ? { ticket: this.ticket(request, leaseKey, leaseId, reply) } : { reply };
+  }
+
+  /** The error for a refusal reply (see admit.lua.ts). */
+  private refusal(request: AdmissionRequest, reply: Array<number | string>): ServiceError {
     switch (reply[0]) {
-      case 0:
-        return this.ticket(request, leaseKey, leaseId, reply);
       case 1:
-        throw this.budgetRefusal(request, reply);
+        return this.budgetRefusal(request, reply);
       case 2:
-        throw insufficientQuota();
+        return insufficientQuota();
       case 3:
-        throw providerOverloaded(request.modelId, this.capacityRetryAfterMs);
+        return providerOverloaded(request.modelId, this.capacityRetryAfterMs);
       default:
         // The key outlived its organization by a cache TTL at most: the same answer as a revoked key.
-        throw invalidApiKey();
+        return invalidApiKey();
     }
   }
 
@@ -119,24 +287,68 @@ export class RedisAdmission implements Admission {
     return request.reservedOutputTokens === this.defaultOutputReservationTokens;
   }
 
-  private budgetRefusal(request: AdmissionRequest, reply: number[]): ServiceError {
-    const index = (reply[1] ?? 1) - 1;
+  private budgetRefusal(request: AdmissionRequest, reply: Array<number | string>): ServiceError {
+    const index = Number(reply[1] ?? 1) - 1;
     const kind = BUDGET_KINDS[index] ?? 'requests';
     const needed = [1, request.inputTokens, request.reservedOutputTokens][index] ?? 1;
-    return rateLimitExceeded(kind, reply[4] ?? 0, needed, reply[2] ?? 1000, reply[3] === 1);
+    return rateLimitExceeded(kind, Number(reply[4] ?? 0), needed, Number(reply[2] ?? 1000), reply[3] === 1);
   }
 
-  private ticket(request: AdmissionRequest, leaseKey: string, leaseId: string, reply: number[]): AdmissionTicket {
-    const [, limitRequests, remainingRequests, resetRequestsMs, limitTokens, remainingTokens, resetTokensMs, reserved] =
-      reply;
+  /** A request admitted from this replica's slice: no round trip; settles back into the slice. */
+  private localTicket(request: AdmissionRequest, grant: LocalGrant): AdmissionTicket {
+    const headers = this.local!.headers(grant.slice);
+    let done = false;
+    const [, input, output] = grant.costs;
+    const finish = (usage: SettledUsage | null): Promise<void> => {
+      if (done) return Promise.resolve();
+      done = true;
+      const used = usage
+        ? {
+            input: Math.max(0, Math.round(usage.prompt_tokens ?? 0)),
+            output: Math.max(0, Math.round(usage.completion_tokens ?? 0)),
+          }
+        : null;
+      const refund: [number, number, number] = used
+        ? [0, input - used.input, output - used.output]
+        : [1, input, output];
+      const spent = used
+        ? (used.input * request.pricePerMillion.input + used.output * request.pricePerMillion.output) / 1e6
+        : 0;
+      const refundedLocally = this.local!.finish(grant, refund, grant.usd - spent);
+      if (!refundedLocally) this.local!.noteBucketRefund(request.principal.orgId, refund);
+      // Given back in process and nothing to record: no write at all.
+      if (!used && refundedLocally) return Promise.resolve();
+      return this.settlements.add({
+        orgId: request.principal.orgId,
+        modelId: request.modelId,
+        leaseKey: '',
+        leaseId: '',
+        taken: { input, output },
+        used,
+        refundedLocally,
+        price: request.pricePerMillion,
+        at: this.now(),
+      });
+    };
+    return { headers, settle: (usage) => finish(usage), release: () => finish(null) };
+  }
+
+  private ticket(
+    request: AdmissionRequest,
+    leaseKey: string,
+    leaseId: string,
+    reply: Array<number | string>,
+  ): AdmissionTicket {
+    const [, limitRequests, remainingRequests, resetRequestsMs, limitTokens, remainingTokens, resetTokensMs] = reply;
+    const reserved = reply[7] === undefined ? undefined : Number(reply[7]);
     const reservedOutputTokens = reserved ?? request.reservedOutputTokens;
     const headers = {
       [RATE_LIMIT_HEADERS.limitRequests]: String(limitRequests),
       [RATE_LIMIT_HEADERS.remainingRequests]: String(remainingRequests),
-      [RATE_LIMIT_HEADERS.resetRequests]: formatRateLimitDuration(resetRequestsMs ?? 0),
+      [RATE_LIMIT_HEADERS.resetRequests]: formatRateLimitDuration(Number(resetRequestsMs ?? 0)),
       [RATE_LIMIT_HEADERS.limitTokens]: String(limitTokens),
       [RATE_LIMIT_HEADERS.remainingTokens]: String(remainingTokens),
-      [RATE_LIMIT_HEADERS.resetTokens]: formatRateLimitDuration(resetTokensMs ?? 0),
+      [RATE_LIMIT_HEADERS.resetTokens]: formatRateLimitDuration(Number(resetTokensMs ?? 0)),
     };
     let done = false;
     if (leaseId !== '') this.renewer.add(leaseKey, leaseId);
@@ -145,22 +357,39 @@ export class RedisAdmission implements Admission {
       if (done) return Promise.resolve();
       done = true;
       if (leaseId !== '') this.renewer.remove(leaseKey, leaseId);
+      const taken = { input: request.inputTokens, output: reservedOutputTokens };
+      const used = usage
+        ? {
+            input: Math.max(0, Math.round(usage.prompt_tokens ?? 0)),
+            output: Math.max(0, Math.round(usage.completion_tokens ?? 0)),
+          }
+        : null;
+      this.local?.noteBucketRefund(
+        request.principal.orgId,
+        used ? [0, taken.input - used.input, taken.output - used.output] : [1, taken.input, taken.output],
+      );
       return this.settlements.add({
         orgId: request.principal.orgId,
         modelId: request.modelId,
         leaseKey,
         leaseId,
-        taken: { input: request.inputTokens, output: reservedOutputTokens },
-        used: usage
-          ? {
-              input: Math.max(0, Math.round(usage.prompt_tokens ?? 0)),
-              output: Math.max(0, Math.round(usage.completion_tokens ?? 0)),
-            }
-          : null,
+        taken,
+        used,
         price: request.pricePerMillion,
         at: this.now(),
       });
     };
     return { headers, settle: (usage) => finish(usage), release: () => finish(null) };
   }
+}
+
+/** The slice in an admit reply that granted one (see admit.lua.ts for the layout). */
+function sliceGrant(reply: Array<number | string>): SliceGrant {
+  const n = (i: number) => Number(reply[i] ?? 0);
+  return {
+    caps: [n(1), n(16), n(17)],
+    balances: [n(9), n(10), n(11)],
+    sizes: [n(12), n(13), n(14)],
+    usd: n(15),
+  };
 }

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { luaScript, runScripts, USAGE_RETENTION_SECONDS, type AccountKeys } from '@tollway/accounts';
+import { luaScript, runScripts, USAGE_RETENTION_SECONDS, type AccountKeys, type ScriptCall } from '@tollway/accounts';
 import type { Logger } from '@tollway/service-kit';
 import { SETTLE_LUA } from './scripts/settle.lua';
 
@@ -16,6 +16,11 @@ export interface Settlement {
   taken: { input: number; output: number };
   /** Actual usage; null for a release (the engine was never reached: everything is given back). */
   used: { input: number; output: number } | null;
+  /**
+   * True when the request's tokens came from a quota slice that took the refund back itself
+   * (local-quota.ts): the buckets are left alone, only spend and usage are written.
+   */
+  refundedLocally?: boolean;
   /** USD per million tokens. */
   price: { input: number; output: number };
   /** When the request finished, ms since the epoch: its usage is recorded in that minute. */
@@ -30,12 +35,15 @@ export interface SettlementBatcherOptions {
   logger?: Logger;
   /** Most settlements in one script call; default 500. */
   maxBatch?: number;
+  /**
+   * How long a settlement that only records spend and usage (no lease to free, no bucket to
+   * refund: a request admitted from a quota slice) may wait for company, ms; default 20.
+   */
+  accountingDelayMs?: number;
 }
 
 /** A batch taken for sending: the script call, and what to do once it is answered. */
-export interface SettlementCall {
-  keys: string[];
-  args: Array<string | number>;
+export interface SettlementCall extends ScriptCall {
   /** Call with the script's error, or null once it succeeded. */
   finish(err: unknown): void;
 }
@@ -56,6 +64,8 @@ interface OrgTotals {
  * rides in the same write as the next batch of admissions (AdmitBatcher takes it; Redis runs it
  * first), or goes when the call on its way is answered, whichever comes first. The result is the
  * same as settling each request on its own, except that refunds of one batch are applied together.
+ * A settlement with nothing to free or refund (a request admitted from a quota slice) waits up to
+ * `accountingDelayMs` for others, unless something else goes out first.
  *
  * A process killed with settlements queued or in flight loses them: their leases expire (lease
  * time), their unused reservations stay taken (the buckets refill within a minute) and their usage
@@ -69,6 +79,8 @@ export class SettlementBatcher {
   private readonly maxBatch: number;
   private queue: Array<{ settlement: Settlement; done: () => void }> = [];
   private scheduled = false;
+  private readonly accountingDelayMs: number;
+  private timer: NodeJS.Timeout | null = null;
   private readonly inFlight = new Set<Promise<void>>();
 
   constructor(options: SettlementBatcherOptions) {
@@ -77,17 +89,32 @@ export class SettlementBatcher {
     this.now = options.now;
     this.logger = options.logger;
     this.maxBatch = options.maxBatch ?? 500;
+    this.accountingDelayMs = options.accountingDelayMs ?? 20;
   }
-
-  /** The settle script (for callers that send `take()`'s call in a pipeline of their own). */
-  static readonly script = settleScript;
 
   /** Queues a settlement; resolves once it is written (or its failure logged). Never rejects. */
   add(settlement: Settlement): Promise<void> {
     return new Promise((resolve) => {
       this.queue.push({ settlement, done: resolve });
-      this.schedule();
+      if (settlement.leaseId === '' && settlement.refundedLocally) this.scheduleLater();
+      else this.schedule();
     });
+  }
+
+  /**
+   * Within `accountingDelayMs`: nobody waits for spend and usage (the slice took the refund), so
+   * they gather into fewer, larger calls; anything sent sooner takes them along.
+   */
+  private scheduleLater(): void {
+    if (this.timer || this.queue.length >= this.maxBatch) {
+      if (this.queue.length >= this.maxBatch) this.schedule();
+      return;
+    }
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.schedule();
+    }, this.accountingDelayMs);
+    this.timer.unref();
   }
 
   /** At the end of this turn: send what is queued, unless a call is on its way (then it waits). */
@@ -110,6 +137,7 @@ export class SettlementBatcher {
     const written = new Promise<void>((resolve) => (settle = resolve));
     this.inFlight.add(written);
     return {
+      script: settleScript,
       keys,
       args,
       finish: (err) => {
@@ -132,6 +160,8 @@ export class SettlementBatcher {
 
   /** Writes everything queued; resolves when nothing is queued or in flight. */
   async drain(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
     while (this.queue.length > 0 || this.inFlight.size > 0) {
       this.sendAlone();
       await Promise.all([...this.inFlight]);
@@ -141,9 +171,8 @@ export class SettlementBatcher {
   /** Sends what is queued in calls of its own (no admission came along to carry it). */
   private sendAlone(): void {
     for (let call = this.take(); call; call = this.take()) {
-      const { keys, args, finish } = call;
-      void runScripts(this.redis, [{ script: settleScript, keys, args }]).then(([outcome]) =>
-        finish(outcome ? outcome[0] : new Error('no reply')),
+      void runScripts(this.redis, [call]).then(([outcome]) =>
+        call.finish(outcome ? outcome[0] : new Error('no reply')),
       );
     }
   }
@@ -161,14 +190,17 @@ export class SettlementBatcher {
       let totals = orgs.get(s.orgId);
       if (!totals) orgs.set(s.orgId, (totals = { refunds: [0, 0, 0], spend: 0, usage: new Map() }));
       if (!s.used) {
+        if (s.refundedLocally) continue;
         totals.refunds[0] += 1;
         totals.refunds[1] += s.taken.input;
         totals.refunds[2] += s.taken.output;
         continue;
       }
       const spend = (s.used.input * s.price.input + s.used.output * s.price.output) / 1_000_000;
-      totals.refunds[1] += s.taken.input - s.used.input;
-      totals.refunds[2] += s.taken.output - s.used.output;
+      if (!s.refundedLocally) {
+        totals.refunds[1] += s.taken.input - s.used.input;
+        totals.refunds[2] += s.taken.output - s.used.output;
+      }
       totals.spend += spend;
       const usageKey = this.keys.usageMinute(s.orgId, Math.floor(s.at / 60_000));
       let models = totals.usage.get(usageKey);
@@ -192,7 +224,7 @@ export class SettlementBatcher {
     }
     args.push(orgs.size);
     for (const [orgId, totals] of orgs) {
-      keys.push(this.keys.org(orgId), this.keys.buckets(orgId));
+      keys.push(this.keys.org(orgId), this.keys.buckets(orgId), this.keys.slices(orgId));
       let entries = 0;
       for (const models of totals.usage.values()) entries += models.size;
       args.push(...totals.refunds, decimal(totals.spend), entries);

@@ -1,3 +1,5 @@
+import { BUCKET_LUA } from './bucket.lua';
+
 /**
  * Settlement of a batch of finished requests, in one round trip (see SettlementBatcher, which
  * groups what finished while the previous batch was on its way and sums it per organization):
@@ -7,7 +9,7 @@
  * an engine (a release) gives back its whole reservation, its request included, and records nothing.
  *
  * KEYS  in the order ARGV walks them: the lease zsets, then per organization its hash, its bucket
- *       hash and its usage hashes ({org:<id>}:usage:<epoch minute>).
+ *       hash, its slices hash (bucket.lua.ts) and its usage hashes ({org:<id>}:usage:<epoch minute>).
  * ARGV[1]  now, ms since the epoch
  * ARGV[2]  usage retention, seconds
  * ARGV[3]  L, the number of lease zsets; then per zset: n, then n lease ids
@@ -18,7 +20,7 @@
  *
  * Redis Cluster: the lease zsets live in their models' slots; see admit.lua.ts.
  */
-export const SETTLE_LUA = `
+export const SETTLE_LUA = `${BUCKET_LUA}
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local a = 3
@@ -32,12 +34,11 @@ for _ = 1, lease_keys do
   k = k + 1
 end
 
-local names = {'requests', 'input_tokens', 'output_tokens'}
 local settled = 0
 local orgs = tonumber(ARGV[a]); a = a + 1
 for _ = 1, orgs do
-  local org_key, bucket_key = KEYS[k], KEYS[k + 1]
-  k = k + 2
+  local org_key, bucket_key, slices_key = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  k = k + 3
   local refunds = {tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])}
   local spend = tonumber(ARGV[a + 3])
   local entries = tonumber(ARGV[a + 4])
@@ -46,31 +47,15 @@ for _ = 1, orgs do
   if org[1] then
     settled = settled + 1
     local caps = {tonumber(org[1]) or 0, tonumber(org[2]) or 0, tonumber(org[3]) or 0}
-    local state = redis.call('HMGET', bucket_key, 'requests', 'requests:ts', 'input_tokens', 'input_tokens:ts',
-      'output_tokens', 'output_tokens:ts')
-    local updates = {}
-    for i = 1, 3 do
-      if refunds[i] ~= 0 then
-        local balance = tonumber(state[2 * i - 1])
-        local ts = tonumber(state[2 * i])
-        if balance ~= nil and ts ~= nil then
-          if now > ts and caps[i] > 0 then balance = math.min(caps[i], balance + (now - ts) * caps[i] / 60000) end
-          balance = math.min(caps[i], balance + refunds[i])
-          ts = math.max(now, ts)
-        elseif refunds[i] < 0 then
-          -- The bucket was full and forgotten: start it full, then charge.
-          balance = caps[i] + refunds[i]
-          ts = now
-        end
-        if balance ~= nil then
-          table.insert(updates, names[i])
-          table.insert(updates, tostring(balance))
-          table.insert(updates, names[i] .. ':ts')
-          table.insert(updates, ts)
-        end
-      end
+    -- Requests admitted from a slice refunded it in process: only their spend and usage come here.
+    if refunds[1] ~= 0 or refunds[2] ~= 0 or refunds[3] ~= 0 then
+      local state = redis.call('HMGET', bucket_key, 'requests', 'requests:ts', 'input_tokens', 'input_tokens:ts',
+        'output_tokens', 'output_tokens:ts')
+      local held = held_by_slices(slices_key, now)
+      local updates = {}
+      for i = 1, 3 do add_to_bucket(updates, state, i, caps[i], held[i], refunds[i], now) end
+      if #updates > 0 then redis.call('HSET', bucket_key, unpack(updates)) end
     end
-    if #updates > 0 then redis.call('HSET', bucket_key, unpack(updates)) end
     if spend > 0 then redis.call('HINCRBYFLOAT', org_key, 'credit', -spend) end
   end
   for _ = 1, entries do
