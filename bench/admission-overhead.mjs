@@ -7,7 +7,9 @@
 //  (c) Redis round trips per request on the metered path, counted with MONITOR (only commands
 //      touching this run's key prefix, so other Redis users do not disturb the count): one request
 //      at a time, and at 32 connections, where settlements that finish together share one call.
-// Usage: node bench/admission-overhead.mjs [--dist] [--seconds 5]
+// Full admission runs as deployed: local admission from quota slices (ADMISSION_SLICES=true);
+// --no-slices admits every request in Redis instead, for comparison.
+// Usage: node bench/admission-overhead.mjs [--dist] [--seconds 5] [--no-slices]
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { Redis } from 'ioredis';
@@ -25,6 +27,7 @@ import { sampleRss } from './lib/processes.mjs';
 
 const argv = process.argv.slice(2);
 const useDist = argv.includes('--dist');
+const slices = !argv.includes('--no-slices');
 const secondsAt = argv.indexOf('--seconds');
 const seconds = secondsAt === -1 ? 5 : Number(argv[secondsAt + 1]);
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -47,7 +50,13 @@ try {
     useDist,
     // capacity is enforced: every request takes and frees a lease.
     modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
-    gatewayEnv: { REDIS_URL: redisUrl, REDIS_PREFIX: PREFIX, API_KEYS: STATIC_KEY, ADMIN_TOKEN },
+    gatewayEnv: {
+      REDIS_URL: redisUrl,
+      REDIS_PREFIX: PREFIX,
+      API_KEYS: STATIC_KEY,
+      ADMIN_TOKEN,
+      ADMISSION_SLICES: String(slices),
+    },
     // As deployed (quickstart, Docker image): a 4 MB young generation keeps RSS under 150 MB.
     gatewayNodeFlags: ['--max-semi-space-size=4'],
   });
@@ -66,6 +75,9 @@ try {
     `engine :${rig.sim.port}  gateway :${gateway.port}  ${useDist ? 'compiled' : 'tsx'}  ${seconds}s per measure`,
   );
   console.log(describeLoadGenerator());
+  console.log(
+    `full admission: ${slices ? 'local admission from quota slices (as deployed)' : 'every request in Redis (--no-slices)'}`,
+  );
 
   for (const [url, key] of [
     [engineUrl, STATIC_KEY],
@@ -118,7 +130,8 @@ try {
     return run.total;
   });
   printRoundTrips('32 connections (2 s)', loaded);
-  console.log('    (each EVALSHA is one round trip; the key lookup is cached in process)');
+  console.log("    (each EVALSHA is one round trip; only admit calls are on a request's path; the key");
+  console.log('    lookup is cached in process)');
 
   const peak = stopRss();
   console.log(`\nRSS of the gateway, peak under load: ${(peak / 1024 / 1024).toFixed(1)} MB`);
@@ -159,7 +172,8 @@ async function countRedisCommands(run) {
     // Commands a script runs inside Redis show up with source `lua`: they are not round trips.
     if (source === 'lua' || !args.some((arg) => String(arg).startsWith(PREFIX))) return;
     const name = String(args[0]).toLowerCase();
-    counts.set(name, (counts.get(name) ?? 0) + 1);
+    const label = name === 'evalsha' || name === 'eval' ? `${name} (${scriptOf(args)})` : name;
+    counts.set(label, (counts.get(label) ?? 0) + 1);
   });
   await new Promise((resolve) => setTimeout(resolve, 100));
   const requests = await run();
@@ -167,6 +181,15 @@ async function countRedisCommands(run) {
   await new Promise((resolve) => setTimeout(resolve, 200));
   monitor.disconnect();
   return { counts, requests };
+}
+
+/** Which of the gateway's scripts an EVALSHA/EVAL runs, told by the keys it names. */
+function scriptOf(args) {
+  const keys = args.slice(3, 3 + Number(args[2])).map(String);
+  if (keys.length % 4 === 0 && keys[2]?.endsWith(':leases') && keys[3]?.endsWith(':slices')) return 'admit';
+  if (keys.some((key) => key.includes(':usage:'))) return 'settle';
+  if (keys.length > 0 && keys.every((key) => /:(org|buckets|slices|leases)$/.test(key))) return 'return or settle';
+  return 'other';
 }
 
 async function deleteByPrefix(prefix) {

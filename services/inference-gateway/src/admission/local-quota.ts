@@ -116,6 +116,9 @@ export interface QuotaReturns {
   blocks: Array<{ leaseKey: string; leaseIds: readonly string[] }>;
 }
 
+/** Most organizations (and models) whose hints a replica keeps; see `sweep`. */
+const MAX_HINTS = 10_000;
+
 export const NO_PLAN: QuotaPlan = Object.freeze({ sliceId: '', blockId: '', blockSize: 0 });
 
 /**
@@ -325,6 +328,11 @@ export class LocalQuota {
   /** Gives back expired slices and blocks unused for `blockIdleMs` (or all, at shutdown). */
   sweep(all = false): void {
     const now = this.now();
+    // Hints kept per organization and model: forgetting them costs at most a retry or a request
+    // that asks for a slice in vain, so they are dropped rather than allowed to grow without end.
+    for (const hints of [this.lastSizes, this.noBlockUntil, this.grantsByOrg, this.grantsByModel]) {
+      if (hints.size > MAX_HINTS) hints.clear();
+    }
     for (const slice of [...this.slices.values()]) {
       if (all || now >= slice.usableUntil) this.retireSlice(slice);
     }

@@ -169,7 +169,8 @@ export class RedisAdmission implements Admission {
       this.subscriber.off('close', this.onDown);
       this.subscriber.off('reconnecting', this.onDown);
       this.subscriber.off('ready', this.onReady);
-      await this.subscriber.unsubscribe(this.keys.orgChangeChannel()).catch(() => undefined);
+      // Not awaited: with Redis down it would wait for a reconnection; the caller closes the connection.
+      this.subscriber.unsubscribe(this.keys.orgChangeChannel()).catch(() => undefined);
     }
     await this.settlements.drain();
   }

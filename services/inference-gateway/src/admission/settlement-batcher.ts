@@ -217,7 +217,12 @@ export class SettlementBatcher {
     }
 
     const keys: string[] = [];
-    const args: Array<string | number> = [this.now(), USAGE_RETENTION_SECONDS, leases.size];
+    const args: Array<string | number> = [
+      this.now(),
+      USAGE_RETENTION_SECONDS,
+      this.keys.orgChangeChannel(),
+      leases.size,
+    ];
     for (const [leaseKey, ids] of leases) {
       keys.push(leaseKey);
       args.push(ids.length, ...ids);
@@ -227,7 +232,7 @@ export class SettlementBatcher {
       keys.push(this.keys.org(orgId), this.keys.buckets(orgId), this.keys.slices(orgId));
       let entries = 0;
       for (const models of totals.usage.values()) entries += models.size;
-      args.push(...totals.refunds, decimal(totals.spend), entries);
+      args.push(orgId, ...totals.refunds, decimal(totals.spend), entries);
       for (const [usageKey, models] of totals.usage) {
         for (const [modelId, [requests, input, output, spend]] of models) {
           keys.push(usageKey);

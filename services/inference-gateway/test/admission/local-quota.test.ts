@@ -207,6 +207,18 @@ describe('local admission from quota slices', () => {
     expect(value!.split('|').slice(0, 4)).toEqual(['16', '15625', '15625', '0.046875']);
   });
 
+  it('sends slices back once spend elsewhere leaves the credit short of their allowances', async () => {
+    const holder = await replica();
+    const elsewhere = new RedisAdmission({ redis, prefix, now: clock });
+    const o = await org(BIG, 0.1);
+    await holder.admit(request(o.id)); // a slice holding 0.046875 USD of the 0.1
+    expect(await redis.hlen(keys.slices(o.id))).toBe(1);
+    const costly = await elsewhere.admit(request(o.id, { inputTokens: 0, reservedOutputTokens: 30_000 }));
+    await costly.settle({ prompt_tokens: 0, completion_tokens: 30_000 }); // 0.06 USD: 0.04 left < 0.046875
+    await waitFor(async () => (await redis.hlen(keys.slices(o.id))) === 0);
+    await elsewhere.close();
+  });
+
   it('sends a request costlier than what is left of the slice to Redis, after giving the slice back', async () => {
     const a = await replica();
     const o = await org();

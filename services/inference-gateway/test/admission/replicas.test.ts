@@ -105,6 +105,22 @@ describe('two gateway replicas on one Redis', () => {
     expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
   });
 
+  it('admit exactly a budget large enough for quota slices out of 1500 concurrent requests', async () => {
+    // 1024 a minute: the replicas admit from slices of 16 until the bucket is half empty.
+    const { org, key } = await orgWithKey({ requests: 1024, input_tokens: 10_000_000, output_tokens: 10_000_000 });
+    await redis.hset(store.keys.buckets(org.id), { requests: 1024, 'requests:ts': Date.now() + 60_000 });
+    const results = await Promise.all(
+      Array.from({ length: 1500 }, (_, i) => chat((i % 2 ? a : b).baseUrl, key, { model: 'test/fast' })),
+    );
+    const statuses = results.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200).length).toBe(1024);
+    expect(statuses.filter((s) => s === 429).length).toBe(476);
+    const remaining = results
+      .filter((r) => r.status === 200)
+      .map((r) => Number(r.headers['x-ratelimit-remaining-requests']));
+    expect(Math.min(...remaining)).toBe(0);
+  }, 30_000);
+
   it('admit exactly the model capacity out of 300 concurrent requests', async () => {
     const { key } = await orgWithKey({ requests: 10_000, input_tokens: 10_000_000, output_tokens: 10_000_000 });
     // Streams of 100 tokens × 100 ms: every admitted request holds its lease until the client lets go.

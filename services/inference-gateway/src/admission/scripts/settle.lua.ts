@@ -12,8 +12,11 @@ import { BUCKET_LUA } from './bucket.lua';
  *       hash, its slices hash (bucket.lua.ts) and its usage hashes ({org:<id>}:usage:<epoch minute>).
  * ARGV[1]  now, ms since the epoch
  * ARGV[2]  usage retention, seconds
- * ARGV[3]  L, the number of lease zsets; then per zset: n, then n lease ids
- * then     O, the number of organizations; then per organization:
+ * ARGV[3]  the organization-change channel: an organization whose credit, less the allowances its
+ *          quota slices hold, is spent gets published there, so every replica gives its slice back
+ *          and the next request meets the 402 in Redis
+ * ARGV[4]  L, the number of lease zsets; then per zset: n, then n lease ids
+ * then     O, the number of organizations; then per organization: its id,
  *          refund of requests, of input tokens, of output tokens (negative = charge more),
  *          spend (USD), U; then U usage entries: model id, requests, input tokens, output tokens, spend
  * Returns  the number of organizations settled (a deleted organization is skipped).
@@ -23,7 +26,8 @@ import { BUCKET_LUA } from './bucket.lua';
 export const SETTLE_LUA = `${BUCKET_LUA}
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
-local a = 3
+local channel = ARGV[3]
+local a = 4
 local k = 1
 
 local lease_keys = tonumber(ARGV[a]); a = a + 1
@@ -39,10 +43,11 @@ local orgs = tonumber(ARGV[a]); a = a + 1
 for _ = 1, orgs do
   local org_key, bucket_key, slices_key = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   k = k + 3
-  local refunds = {tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])}
-  local spend = tonumber(ARGV[a + 3])
-  local entries = tonumber(ARGV[a + 4])
-  a = a + 5
+  local org_id = ARGV[a]
+  local refunds = {tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])}
+  local spend = tonumber(ARGV[a + 4])
+  local entries = tonumber(ARGV[a + 5])
+  a = a + 6
   local org = redis.call('HMGET', org_key, 'budget_requests', 'budget_input_tokens', 'budget_output_tokens')
   if org[1] then
     settled = settled + 1
@@ -56,7 +61,12 @@ for _ = 1, orgs do
       for i = 1, 3 do add_to_bucket(updates, state, i, caps[i], held[i], refunds[i], now) end
       if #updates > 0 then redis.call('HSET', bucket_key, unpack(updates)) end
     end
-    if spend > 0 then redis.call('HINCRBYFLOAT', org_key, 'credit', -spend) end
+    if spend > 0 then
+      local credit = tonumber(redis.call('HINCRBYFLOAT', org_key, 'credit', -spend))
+      if redis.call('EXISTS', slices_key) == 1 and credit - held_by_slices(slices_key, now)[4] <= 0 then
+        redis.call('PUBLISH', channel, org_id)
+      end
+    end
   end
   for _ = 1, entries do
     if org[1] then
