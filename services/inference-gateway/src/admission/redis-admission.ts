@@ -203,7 +203,10 @@ export class RedisAdmission implements Admission {
   }
 
   async admit(asked: AdmissionRequest): Promise<AdmissionTicket> {
-    const request = { ...asked, reservationIsDefault: this.isDefaultReservation(asked) };
+    const request =
+      asked.reservationIsDefault === undefined
+        ? { ...asked, reservationIsDefault: this.isDefaultReservation(asked) }
+        : asked;
     const grant = this.local?.tryAdmit(request);
     if (grant) return this.localTicket(request, grant);
     const epoch = this.local?.epochOf(request) ?? 0;

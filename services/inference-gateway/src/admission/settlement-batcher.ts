@@ -51,8 +51,18 @@ export interface SettlementCall extends ScriptCall {
 interface OrgTotals {
   refunds: [number, number, number];
   spend: number;
-  /** usage hash key → model id → [requests, input, output, spend] */
-  usage: Map<string, Map<string, [number, number, number, number]>>;
+  /** epoch minute → model id → [requests, input, output, spend] */
+  usage: Map<number, Map<string, [number, number, number, number]>>;
+}
+
+/** Settlements summed as they come (nothing is kept per request), and who waits for them. */
+interface Batch {
+  count: number;
+  /** lease zset → lease ids to free */
+  leases: Map<string, string[]>;
+  orgs: Map<string, OrgTotals>;
+  written: Promise<void>;
+  resolve: () => void;
 }
 
 /**
@@ -77,9 +87,12 @@ export class SettlementBatcher {
   private readonly now: () => number;
   private readonly logger: Logger | undefined;
   private readonly maxBatch: number;
-  private queue: Array<{ settlement: Settlement; done: () => void }> = [];
-  private scheduled = false;
   private readonly accountingDelayMs: number;
+  /** Full batches waiting to go, oldest first. */
+  private readonly full: Batch[] = [];
+  /** The batch settlements are being added to. */
+  private open: Batch | null = null;
+  private scheduled = false;
   private timer: NodeJS.Timeout | null = null;
   private readonly inFlight = new Set<Promise<void>>();
 
@@ -92,13 +105,24 @@ export class SettlementBatcher {
     this.accountingDelayMs = options.accountingDelayMs ?? 20;
   }
 
-  /** Queues a settlement; resolves once it is written (or its failure logged). Never rejects. */
+  /**
+   * Adds a settlement to the open batch; resolves once that batch is written (or its failure
+   * logged). Never rejects. Every settlement of a batch shares one promise.
+   */
   add(settlement: Settlement): Promise<void> {
-    return new Promise((resolve) => {
-      this.queue.push({ settlement, done: resolve });
-      if (settlement.leaseId === '' && settlement.refundedLocally) this.scheduleLater();
-      else this.schedule();
-    });
+    const batch = (this.open ??= newBatch());
+    fold(batch, settlement);
+    batch.count += 1;
+    if (batch.count >= this.maxBatch) {
+      this.full.push(batch);
+      this.open = null;
+      this.schedule();
+    } else if (settlement.leaseId === '' && settlement.refundedLocally) {
+      this.scheduleLater();
+    } else {
+      this.schedule();
+    }
+    return batch.written;
   }
 
   /**
@@ -106,10 +130,7 @@ export class SettlementBatcher {
    * they gather into fewer, larger calls; anything sent sooner takes them along.
    */
   private scheduleLater(): void {
-    if (this.timer || this.queue.length >= this.maxBatch) {
-      if (this.queue.length >= this.maxBatch) this.schedule();
-      return;
-    }
+    if (this.timer) return;
     this.timer = setTimeout(() => {
       this.timer = null;
       this.schedule();
@@ -123,19 +144,21 @@ export class SettlementBatcher {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      if (this.inFlight.size === 0 || this.queue.length >= this.maxBatch) this.sendAlone();
+      if (this.inFlight.size === 0 || this.full.length > 0) this.sendAlone();
     });
   }
 
-  /** Takes up to `maxBatch` queued settlements as one script call; null when none is queued. */
+  /** Takes the oldest queued batch as one script call; null when none is queued. */
   take(): SettlementCall | null {
-    if (this.queue.length === 0) return null;
-    const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
-    this.queue = batch === this.queue ? [] : this.queue.slice(this.maxBatch);
-    const { keys, args } = this.encode(batch.map((entry) => entry.settlement));
-    let settle!: () => void;
-    const written = new Promise<void>((resolve) => (settle = resolve));
-    this.inFlight.add(written);
+    let batch = this.full.shift();
+    if (!batch) {
+      if (!this.open) return null;
+      batch = this.open;
+      this.open = null;
+    }
+    const taken = batch;
+    const { keys, args } = this.encode(taken);
+    this.inFlight.add(taken.written);
     return {
       script: settleScript,
       keys,
@@ -144,16 +167,15 @@ export class SettlementBatcher {
         if (err) {
           // Leases expire on their own; the usage of these requests is lost, and said so.
           this.logger?.error('settlement failed', {
-            requests: batch.length,
-            orgs: [...new Set(batch.map((entry) => entry.settlement.orgId))].slice(0, 10),
+            requests: taken.count,
+            orgs: [...taken.orgs.keys()].slice(0, 10),
             err: String(err),
           });
         }
-        this.inFlight.delete(written);
-        settle();
-        for (const entry of batch) entry.done();
+        this.inFlight.delete(taken.written);
+        taken.resolve();
         // What waited for this call goes now, unless an admission took it meanwhile.
-        if (this.queue.length > 0) this.schedule();
+        if (this.queued()) this.schedule();
       },
     };
   }
@@ -162,10 +184,14 @@ export class SettlementBatcher {
   async drain(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    while (this.queue.length > 0 || this.inFlight.size > 0) {
+    while (this.queued() || this.inFlight.size > 0) {
       this.sendAlone();
       await Promise.all([...this.inFlight]);
     }
+  }
+
+  private queued(): boolean {
+    return this.open !== null || this.full.length > 0;
   }
 
   /** Sends what is queued in calls of its own (no admission came along to carry it). */
@@ -178,69 +204,74 @@ export class SettlementBatcher {
   }
 
   /** The script's KEYS and ARGV for a batch (see settle.lua.ts for the layout). */
-  private encode(batch: readonly Settlement[]): { keys: string[]; args: Array<string | number> } {
-    const leases = new Map<string, string[]>();
-    const orgs = new Map<string, OrgTotals>();
-    for (const s of batch) {
-      if (s.leaseId !== '') {
-        const ids = leases.get(s.leaseKey);
-        if (ids) ids.push(s.leaseId);
-        else leases.set(s.leaseKey, [s.leaseId]);
-      }
-      let totals = orgs.get(s.orgId);
-      if (!totals) orgs.set(s.orgId, (totals = { refunds: [0, 0, 0], spend: 0, usage: new Map() }));
-      if (!s.used) {
-        if (s.refundedLocally) continue;
-        totals.refunds[0] += 1;
-        totals.refunds[1] += s.taken.input;
-        totals.refunds[2] += s.taken.output;
-        continue;
-      }
-      const spend = (s.used.input * s.price.input + s.used.output * s.price.output) / 1_000_000;
-      if (!s.refundedLocally) {
-        totals.refunds[1] += s.taken.input - s.used.input;
-        totals.refunds[2] += s.taken.output - s.used.output;
-      }
-      totals.spend += spend;
-      const usageKey = this.keys.usageMinute(s.orgId, Math.floor(s.at / 60_000));
-      let models = totals.usage.get(usageKey);
-      if (!models) totals.usage.set(usageKey, (models = new Map()));
-      const row = models.get(s.modelId);
-      if (row) {
-        row[0] += 1;
-        row[1] += s.used.input;
-        row[2] += s.used.output;
-        row[3] += spend;
-      } else {
-        models.set(s.modelId, [1, s.used.input, s.used.output, spend]);
-      }
-    }
-
+  private encode(batch: Batch): { keys: string[]; args: Array<string | number> } {
     const keys: string[] = [];
     const args: Array<string | number> = [
       this.now(),
       USAGE_RETENTION_SECONDS,
       this.keys.orgChangeChannel(),
-      leases.size,
+      batch.leases.size,
     ];
-    for (const [leaseKey, ids] of leases) {
+    for (const [leaseKey, ids] of batch.leases) {
       keys.push(leaseKey);
       args.push(ids.length, ...ids);
     }
-    args.push(orgs.size);
-    for (const [orgId, totals] of orgs) {
+    args.push(batch.orgs.size);
+    for (const [orgId, totals] of batch.orgs) {
       keys.push(this.keys.org(orgId), this.keys.buckets(orgId), this.keys.slices(orgId));
       let entries = 0;
       for (const models of totals.usage.values()) entries += models.size;
       args.push(orgId, ...totals.refunds, decimal(totals.spend), entries);
-      for (const [usageKey, models] of totals.usage) {
+      for (const [minute, models] of totals.usage) {
         for (const [modelId, [requests, input, output, spend]] of models) {
-          keys.push(usageKey);
+          keys.push(this.keys.usageMinute(orgId, minute));
           args.push(modelId, requests, input, output, decimal(spend));
         }
       }
     }
     return { keys, args };
+  }
+}
+
+function newBatch(): Batch {
+  let resolve!: () => void;
+  const written = new Promise<void>((done) => (resolve = done));
+  return { count: 0, leases: new Map(), orgs: new Map(), written, resolve };
+}
+
+/** Adds one settlement to a batch's sums: leases to free, refunds, spend, usage per minute and model. */
+function fold(batch: Batch, s: Settlement): void {
+  if (s.leaseId !== '') {
+    const ids = batch.leases.get(s.leaseKey);
+    if (ids) ids.push(s.leaseId);
+    else batch.leases.set(s.leaseKey, [s.leaseId]);
+  }
+  let totals = batch.orgs.get(s.orgId);
+  if (!totals) batch.orgs.set(s.orgId, (totals = { refunds: [0, 0, 0], spend: 0, usage: new Map() }));
+  if (!s.used) {
+    if (s.refundedLocally) return;
+    totals.refunds[0] += 1;
+    totals.refunds[1] += s.taken.input;
+    totals.refunds[2] += s.taken.output;
+    return;
+  }
+  const spend = (s.used.input * s.price.input + s.used.output * s.price.output) / 1_000_000;
+  if (!s.refundedLocally) {
+    totals.refunds[1] += s.taken.input - s.used.input;
+    totals.refunds[2] += s.taken.output - s.used.output;
+  }
+  totals.spend += spend;
+  const minute = Math.floor(s.at / 60_000);
+  let models = totals.usage.get(minute);
+  if (!models) totals.usage.set(minute, (models = new Map()));
+  const row = models.get(s.modelId);
+  if (row) {
+    row[0] += 1;
+    row[1] += s.used.input;
+    row[2] += s.used.output;
+    row[3] += spend;
+  } else {
+    models.set(s.modelId, [1, s.used.input, s.used.output, spend]);
   }
 }
 
