@@ -1,5 +1,4 @@
-import * as crypto from 'node:crypto';
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** Every API key starts with this. */
 export const API_KEY_PREFIX = 'tw-';
@@ -17,13 +16,10 @@ export function isWellFormedApiKey(value: unknown): value is string {
   return typeof value === 'string' && API_KEY_PATTERN.test(value);
 }
 
-const oneShotHash = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
-
 /** SHA-256 of a key, hex: the only form in which a key is stored. */
 export function hashApiKey(key: string): string {
-  // One-shot crypto.hash (Node ≥ 20.12) is several times cheaper than a Hash object, and this runs
-  // on every request.
-  return oneShotHash ? oneShotHash('sha256', key, 'hex') : createHash('sha256').update(key, 'utf8').digest('hex');
+  // One-shot hash: a third of createHash's cost, and this runs on every request.
+  return hash('sha256', key, 'hex');
 }
 
 /** Compares two SHA-256 hex digests in constant time. */

@@ -58,6 +58,8 @@ interface OrgTotals {
 /** Settlements summed as they come (nothing is kept per request), and who waits for them. */
 interface Batch {
   count: number;
+  /** Holds a lease to free or a bucket refund: sent at once, not after `accountingDelayMs`. */
+  urgent: boolean;
   /** lease zset → lease ids to free */
   leases: Map<string, string[]>;
   orgs: Map<string, OrgTotals>;
@@ -113,15 +115,12 @@ export class SettlementBatcher {
     const batch = (this.open ??= newBatch());
     fold(batch, settlement);
     batch.count += 1;
+    if (settlement.leaseId !== '' || !settlement.refundedLocally) batch.urgent = true;
     if (batch.count >= this.maxBatch) {
       this.full.push(batch);
       this.open = null;
-      this.schedule();
-    } else if (settlement.leaseId === '' && settlement.refundedLocally) {
-      this.scheduleLater();
-    } else {
-      this.schedule();
     }
+    this.scheduleQueued();
     return batch.written;
   }
 
@@ -174,8 +173,9 @@ export class SettlementBatcher {
         }
         this.inFlight.delete(taken.written);
         taken.resolve();
-        // What waited for this call goes now, unless an admission took it meanwhile.
-        if (this.queued()) this.schedule();
+        // What waited for this call goes now (or within the accounting delay), unless an
+        // admission took it meanwhile.
+        this.scheduleQueued();
       },
     };
   }
@@ -188,6 +188,12 @@ export class SettlementBatcher {
       this.sendAlone();
       await Promise.all([...this.inFlight]);
     }
+  }
+
+  /** Sends what is queued at the end of this turn, or within the accounting delay if nothing is urgent. */
+  private scheduleQueued(): void {
+    if (this.full.length > 0 || this.open?.urgent) this.schedule();
+    else if (this.open) this.scheduleLater();
   }
 
   private queued(): boolean {
@@ -236,7 +242,7 @@ export class SettlementBatcher {
 function newBatch(): Batch {
   let resolve!: () => void;
   const written = new Promise<void>((done) => (resolve = done));
-  return { count: 0, leases: new Map(), orgs: new Map(), written, resolve };
+  return { count: 0, urgent: false, leases: new Map(), orgs: new Map(), written, resolve };
 }
 
 /** Adds one settlement to a batch's sums: leases to free, refunds, spend, usage per minute and model. */
