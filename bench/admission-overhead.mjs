@@ -153,8 +153,8 @@ async function admin(method, path, payload) {
 
 function printRoundTrips(label, { counts, requests }) {
   const total = [...counts.values()].reduce((a, b) => a + b, 0);
-  console.log(`\n(c) Redis commands per metered request, ${label}: ${(total / requests).toFixed(2)}`);
-  for (const [name, n] of counts) console.log(`    ${name.padEnd(10)} ${(n / requests).toFixed(2)}`);
+  console.log(`\n(c) Redis commands per metered request, ${label}: ${(total / requests).toFixed(3)}`);
+  for (const [name, n] of counts) console.log(`    ${name.padEnd(10)} ${(n / requests).toFixed(4)}`);
 }
 
 /**

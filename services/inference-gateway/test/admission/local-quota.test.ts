@@ -4,6 +4,9 @@ import { accountKeys, createAccountStore, deleteKeysWithPrefix } from '@tollway/
 import { modelLeaseKey, RedisAdmission } from '../../src/admission/redis-admission';
 import type { AdmissionRequest, AdmissionTicket } from '../../src/admission/admission.types';
 import type { LocalQuotaOptions } from '../../src/admission/local-quota';
+import { wireAccounts } from '../../src/admission/accounts-wiring';
+import { loadGatewayConfig } from '../../src/config';
+import { createLogger } from '@tollway/service-kit';
 
 /**
  * Local admission (local-quota.ts): replicas admit from quota slices and capacity blocks leased
@@ -317,5 +320,32 @@ describe('local admission from capacity blocks', () => {
     expect(await redis.zcard(leases)).toBe(4);
     now += 1001;
     await waitFor(async () => (await redis.zcard(leases)) === 0);
+  });
+});
+
+describe('ADMISSION_SLICES', () => {
+  it('is on by default and can be turned off: then every request is admitted in Redis', async () => {
+    const logger = createLogger({ service: 'local-quota-test', silent: true });
+    const callsFor = async (env: Record<string, string>) => {
+      const config = loadGatewayConfig({ env: { REDIS_PREFIX: prefix, ...env }, argv: [] });
+      const own = new Redis('redis://127.0.0.1:6379');
+      connections.push(own);
+      const wiring = await wireAccounts(config, own, logger);
+      const o = await org();
+      // The change channel is subscribed asynchronously: let it come up before counting.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const calls = await scriptCallsDuring(o.id, async () => {
+        for (let i = 0; i < 5; i++) await wiring.admission.admit(request(o.id));
+      });
+      await wiring.close();
+      return { config, calls };
+    };
+    const on = await callsFor({});
+    expect(on.config.admissionSlices).toBe(true);
+    expect(on.calls).toBe(1);
+    const off = await callsFor({ ADMISSION_SLICES: 'false' });
+    expect(off.config.admissionSlices).toBe(false);
+    expect(off.calls).toBe(5);
+    expect(() => loadGatewayConfig({ env: { ADMISSION_SLICE_MS: '5' }, argv: [] })).toThrow(/ADMISSION_SLICE_MS/);
   });
 });
