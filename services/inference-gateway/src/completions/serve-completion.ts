@@ -103,12 +103,11 @@ async function release(admitted: AdmittedCompletion): Promise<void> {
 }
 
 function settle(admitted: AdmittedCompletion, usage: SettledUsage): void {
+  // The handler may wait for a batched write (tens of ms): it keeps three fields, not the whole
+  // request, alive meanwhile.
+  const { requestId, modelId, logger } = admitted;
   admitted.ticket.settle(usage).catch((err: unknown) => {
-    admitted.logger.error('settling usage failed', {
-      request_id: admitted.requestId,
-      model: admitted.modelId,
-      err: describe(err),
-    });
+    logger.error('settling usage failed', { request_id: requestId, model: modelId, err: describe(err) });
   });
 }
 
