@@ -37,7 +37,7 @@ export interface SettlementBatcherOptions {
   maxBatch?: number;
   /**
    * How long a settlement that only records spend and usage (no lease to free, no bucket to
-   * refund: a request admitted from a quota slice) may wait for company, ms; default 20.
+   * refund: a request admitted from a quota slice) may wait for company, ms; default 50.
    */
   accountingDelayMs?: number;
 }
@@ -104,7 +104,7 @@ export class SettlementBatcher {
     this.now = options.now;
     this.logger = options.logger;
     this.maxBatch = options.maxBatch ?? 500;
-    this.accountingDelayMs = options.accountingDelayMs ?? 20;
+    this.accountingDelayMs = options.accountingDelayMs ?? 50;
   }
 
   /**

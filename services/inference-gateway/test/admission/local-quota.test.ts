@@ -349,3 +349,27 @@ describe('ADMISSION_SLICES', () => {
     expect(() => loadGatewayConfig({ env: { ADMISSION_SLICE_MS: '5' }, argv: [] })).toThrow(/ADMISSION_SLICE_MS/);
   });
 });
+
+describe('static keys beside organization keys', () => {
+  it('accepts static keys, including one shaped like an organization key, and organization keys', async () => {
+    const logger = createLogger({ service: 'local-quota-test', silent: true });
+    const orgShaped = `tw-${'s'.repeat(43)}`;
+    const config = loadGatewayConfig({
+      env: { REDIS_PREFIX: prefix, API_KEYS: `plain-static-key,${orgShaped}` },
+      argv: [],
+    });
+    const own = new Redis('redis://127.0.0.1:6379');
+    connections.push(own);
+    const wiring = await wireAccounts(config, own, logger);
+    const o = await org();
+    const created = (await store.createKey(o.id))!;
+    expect(await wiring.authenticator.authenticate('plain-static-key')).toEqual({
+      orgId: 'config',
+      keyId: 'config-key-0',
+    });
+    expect(await wiring.authenticator.authenticate(orgShaped)).toEqual({ orgId: 'config', keyId: 'config-key-1' });
+    expect(await wiring.authenticator.authenticate(created.key)).toEqual({ orgId: o.id, keyId: created.id });
+    expect(await wiring.authenticator.authenticate(`tw-${'x'.repeat(43)}`)).toBeNull();
+    await wiring.close();
+  });
+});
