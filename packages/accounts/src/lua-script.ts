@@ -38,6 +38,12 @@ export interface ScriptCall {
   script: LuaScript;
   keys: readonly string[];
   args: ReadonlyArray<string | number>;
+  /**
+   * Sent as EVAL with the script's source instead of EVALSHA: it can never meet NOSCRIPT, whose
+   * retry would run it after the calls written behind it. For calls that must reach Redis ahead
+   * of the rest of their pipeline (a settlement or returned quota ahead of admissions).
+   */
+  ordered?: boolean;
 }
 
 /** A call's outcome: its error, or null and its reply. */
@@ -47,11 +53,15 @@ export type ScriptOutcome = [Error | null, unknown];
  * Runs `calls` as one pipeline, written to the socket at once (not at the end of the turn, as an
  * auto-pipelined command would be), so what is written in one turn reaches Redis in the order it
  * was asked for. A call Redis no longer holds the script of (restart, SCRIPT FLUSH) runs again
- * from its source. Never rejects: each call gets its own outcome.
+ * from its source, after the pipeline: calls whose order matters are sent `ordered`. Never
+ * rejects: each call gets its own outcome.
  */
 export async function runScripts(redis: Redis, calls: readonly ScriptCall[]): Promise<ScriptOutcome[]> {
   const pipeline = redis.pipeline();
-  for (const { script, keys, args } of calls) pipeline.evalsha(script.sha, keys.length, ...keys, ...args);
+  for (const { script, keys, args, ordered } of calls) {
+    if (ordered) pipeline.eval(script.source, keys.length, ...keys, ...args);
+    else pipeline.evalsha(script.sha, keys.length, ...keys, ...args);
+  }
   let outcomes: ScriptOutcome[];
   try {
     outcomes = ((await pipeline.exec()) ?? []) as ScriptOutcome[];

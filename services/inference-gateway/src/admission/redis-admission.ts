@@ -195,6 +195,8 @@ export class RedisAdmission implements Admission {
       script: returnScript,
       keys,
       args,
+      // Given back before the admissions written behind it, even right after a SCRIPT FLUSH.
+      ordered: true,
       finish: (err) => {
         // Slices expire on their own, and block leases once no longer renewed: nothing is lost for good.
         if (err) this.logger?.warn('giving back quota slices failed', { err: String(err) });

@@ -162,6 +162,8 @@ export class SettlementBatcher {
       script: settleScript,
       keys,
       args,
+      // Settled before whatever follows it (the next admissions) even right after a SCRIPT FLUSH.
+      ordered: true,
       finish: (err) => {
         if (err) {
           // Leases expire on their own; the usage of these requests is lost, and said so.

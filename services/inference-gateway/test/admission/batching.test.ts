@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { accountKeys, createAccountStore, deleteKeysWithPrefix } from '@tollway/accounts';
 import { modelLeaseKey, RedisAdmission } from '../../src/admission/redis-admission';
 import { SettlementBatcher } from '../../src/admission/settlement-batcher';
+import { ADMIT_LUA } from '../../src/admission/scripts/admit.lua';
 import type { AdmissionRequest } from '../../src/admission/admission.types';
 
 /**
@@ -147,6 +148,22 @@ describe('settlement riding with the next admission', () => {
     await next.release();
     const usage = (await store.getUsage(o.id))!;
     expect(usage.totals).toMatchObject({ requests: 1, output_tokens: 3 });
+  });
+});
+
+describe('order after Redis lost its scripts', () => {
+  it('keeps a settlement ahead of the admission written behind it, right after SCRIPT FLUSH', async () => {
+    const o = await org();
+    const modelId = `flush/${o.id}`;
+    const first = await admission.admit(request(o.id, { modelId, capacity: 1 }));
+    await redis.script('FLUSH');
+    // Redis has the admit script again (another replica used it) but not the settle script.
+    await redis.script('LOAD', ADMIT_LUA);
+    // In one turn: the settlement (freeing the only lease) is written first, the admission after.
+    const settled = first.settle({ prompt_tokens: 10, completion_tokens: 1 });
+    const second = await admission.admit(request(o.id, { modelId, capacity: 1 }));
+    await settled;
+    await second.release();
   });
 });
 
