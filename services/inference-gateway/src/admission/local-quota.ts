@@ -419,12 +419,6 @@ export class LocalQuota {
     for (let i = 0; i < 3; i++) slice.balances[i]! += refund[i]!;
   }
 
-  /** The live slice of an organization on this replica, if any (its tokens count as the org's). */
-  liveSlice(orgId: string): QuotaSlice | null {
-    const slice = this.slices.get(orgId);
-    return slice && slice.live && this.now() < slice.usableUntil ? slice : null;
-  }
-
   private blockSize(capacity: number): number {
     return Math.min(this.maxBlock, Math.floor(capacity * this.blockFraction));
   }

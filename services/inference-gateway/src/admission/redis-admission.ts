@@ -72,6 +72,7 @@ export class RedisAdmission implements Admission {
   private readonly onChange: (channel: string, orgId: string) => void;
   private readonly onDown: () => void;
   private readonly onReady: () => void;
+  private listening: Promise<void> = Promise.resolve();
 
   constructor(options: RedisAdmissionOptions) {
     this.redis = options.redis;
@@ -119,7 +120,7 @@ export class RedisAdmission implements Admission {
       this.subscriber.on('close', this.onDown);
       this.subscriber.on('reconnecting', this.onDown);
       this.subscriber.on('ready', this.onReady);
-      void this.listen(channel);
+      this.listening = this.listen(channel);
       this.sweeper = setInterval(
         () => {
           local.sweep();
@@ -142,11 +143,9 @@ export class RedisAdmission implements Admission {
     }
   }
 
-  /** Resolves once local admission is on (the change channel is subscribed); at once without it. */
-  async ready(): Promise<void> {
-    if (!this.subscriber) return;
-    const channel = this.keys.orgChangeChannel();
-    await this.listen(channel);
+  /** Resolves once the change channel's first subscription settled (local admission is then on). */
+  ready(): Promise<void> {
+    return this.listening;
   }
 
   /**
@@ -308,12 +307,7 @@ export class RedisAdmission implements Admission {
     const finish = (usage: SettledUsage | null): Promise<void> => {
       if (done) return Promise.resolve();
       done = true;
-      const used = usage
-        ? {
-            input: Math.max(0, Math.round(usage.prompt_tokens ?? 0)),
-            output: Math.max(0, Math.round(usage.completion_tokens ?? 0)),
-          }
-        : null;
+      const used = usage ? usedTokens(usage) : null;
       const refund: [number, number, number] = used
         ? [0, input - used.input, output - used.output]
         : [1, input, output];
@@ -364,12 +358,7 @@ export class RedisAdmission implements Admission {
       done = true;
       if (leaseId !== '') this.renewer.remove(leaseKey, leaseId);
       const taken = { input: request.inputTokens, output: reservedOutputTokens };
-      const used = usage
-        ? {
-            input: Math.max(0, Math.round(usage.prompt_tokens ?? 0)),
-            output: Math.max(0, Math.round(usage.completion_tokens ?? 0)),
-          }
-        : null;
+      const used = usage ? usedTokens(usage) : null;
       this.local?.noteBucketRefund(
         request.principal.orgId,
         used ? [0, taken.input - used.input, taken.output - used.output] : [1, taken.input, taken.output],
@@ -387,6 +376,14 @@ export class RedisAdmission implements Admission {
     };
     return { headers, settle: (usage) => finish(usage), release: () => finish(null) };
   }
+}
+
+/** Tokens an engine reported, as whole non-negative numbers. */
+function usedTokens(usage: SettledUsage): { input: number; output: number } {
+  return {
+    input: Math.max(0, Math.round(usage.prompt_tokens ?? 0)),
+    output: Math.max(0, Math.round(usage.completion_tokens ?? 0)),
+  };
 }
 
 /** The slice in an admit reply that granted one (see admit.lua.ts for the layout). */

@@ -42,25 +42,35 @@ local function refilled(balance, ts, cap, held, now)
   return balance, math.max(now, ts)
 end
 
--- Adds amount (negative: charges more) to bucket i, as read by HMGET of its six fields into state,
--- and appends the new balance and stamp to updates, for one HSET. A forgotten bucket is full:
--- a charge starts from full, a refund leaves it so.
+-- Adds amounts {requests, input, output} (negative: charges more) to an organization's three
+-- buckets, refilled first and capped at the budget minus what live slices hold, in one HSET. A
+-- forgotten bucket is full: a charge starts from full, a refund leaves it so.
 local bucket_names = {'requests', 'input_tokens', 'output_tokens'}
-local function add_to_bucket(updates, state, i, cap, held, amount, now)
-  if amount == 0 then return end
-  local balance = tonumber(state[2 * i - 1])
-  local ts = tonumber(state[2 * i])
-  if balance ~= nil and ts ~= nil then
-    balance, ts = refilled(balance, ts, cap, held, now)
-    balance = math.min(cap - held, balance + amount)
-  elseif amount < 0 then
-    balance, ts = cap - held + amount, now
-  else
-    return
+local function add_to_buckets(bucket_key, slices_key, caps, amounts, now)
+  if amounts[1] == 0 and amounts[2] == 0 and amounts[3] == 0 then return end
+  local state = redis.call('HMGET', bucket_key, 'requests', 'requests:ts', 'input_tokens', 'input_tokens:ts',
+    'output_tokens', 'output_tokens:ts')
+  local held = held_by_slices(slices_key, now)
+  local updates = {}
+  for i = 1, 3 do
+    local amount = amounts[i]
+    local balance = tonumber(state[2 * i - 1])
+    local ts = tonumber(state[2 * i])
+    if amount ~= 0 and balance ~= nil and ts ~= nil then
+      balance, ts = refilled(balance, ts, caps[i], held[i], now)
+      balance = math.min(caps[i] - held[i], balance + amount)
+    elseif amount < 0 then
+      balance, ts = caps[i] - held[i] + amount, now
+    else
+      balance = nil
+    end
+    if balance ~= nil then
+      table.insert(updates, bucket_names[i])
+      table.insert(updates, tostring(balance))
+      table.insert(updates, bucket_names[i] .. ':ts')
+      table.insert(updates, ts)
+    end
   end
-  table.insert(updates, bucket_names[i])
-  table.insert(updates, tostring(balance))
-  table.insert(updates, bucket_names[i] .. ':ts')
-  table.insert(updates, ts)
+  if #updates > 0 then redis.call('HSET', bucket_key, unpack(updates)) end
 end
 `;

@@ -33,14 +33,9 @@ for _ = 1, slices do
   if org[1] then
     returned = returned + 1
     local caps = {tonumber(org[1]) or 0, tonumber(org[2]) or 0, tonumber(org[3]) or 0}
-    local held = held_by_slices(slices_key, now)
-    local state = redis.call('HMGET', bucket_key, 'requests', 'requests:ts', 'input_tokens', 'input_tokens:ts',
-      'output_tokens', 'output_tokens:ts')
-    local updates = {}
     -- Negative: the slice's requests used more than it held (the engine counted more tokens
     -- than reserved); the excess is charged here.
-    for i = 1, 3 do add_to_bucket(updates, state, i, caps[i], held[i], back[i], now) end
-    if #updates > 0 then redis.call('HSET', bucket_key, unpack(updates)) end
+    add_to_buckets(bucket_key, slices_key, caps, back, now)
   end
 end
 

@@ -52,15 +52,8 @@ for _ = 1, orgs do
   if org[1] then
     settled = settled + 1
     local caps = {tonumber(org[1]) or 0, tonumber(org[2]) or 0, tonumber(org[3]) or 0}
-    -- Requests admitted from a slice refunded it in process: only their spend and usage come here.
-    if refunds[1] ~= 0 or refunds[2] ~= 0 or refunds[3] ~= 0 then
-      local state = redis.call('HMGET', bucket_key, 'requests', 'requests:ts', 'input_tokens', 'input_tokens:ts',
-        'output_tokens', 'output_tokens:ts')
-      local held = held_by_slices(slices_key, now)
-      local updates = {}
-      for i = 1, 3 do add_to_bucket(updates, state, i, caps[i], held[i], refunds[i], now) end
-      if #updates > 0 then redis.call('HSET', bucket_key, unpack(updates)) end
-    end
+    -- Requests admitted from a slice refunded it in process: their refunds here are zero.
+    add_to_buckets(bucket_key, slices_key, caps, refunds, now)
     if spend > 0 then
       local credit = tonumber(redis.call('HINCRBYFLOAT', org_key, 'credit', -spend))
       if redis.call('EXISTS', slices_key) == 1 and credit - held_by_slices(slices_key, now)[4] <= 0 then
