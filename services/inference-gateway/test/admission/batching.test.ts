@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { scriptCallsDuring } from '../helpers/script-calls';
 import { accountKeys, createAccountStore, deleteKeysWithPrefix } from '@tollway/accounts';
 import { modelLeaseKey, RedisAdmission } from '../../src/admission/redis-admission';
 import { SettlementBatcher } from '../../src/admission/settlement-batcher';
@@ -17,23 +18,6 @@ const redis = new Redis('redis://127.0.0.1:6379');
 let now = Date.UTC(2026, 0, 1, 12, 0, 30);
 const clock = () => now;
 const store = createAccountStore({ redis, prefix, now: clock });
-
-/** Script calls (EVALSHA/EVAL) on this file's keys that Redis received while `run` ran (via MONITOR). */
-async function scriptCallsDuring(run: () => Promise<unknown>): Promise<number> {
-  const monitor = await redis.monitor();
-  let calls = 0;
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    const name = String(args[0]).toLowerCase();
-    if (source !== 'lua' && (name === 'evalsha' || name === 'eval') && args.some((a) => a.startsWith(prefix))) {
-      calls += 1;
-    }
-  });
-  await run();
-  // MONITOR lines trail the replies a little.
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  monitor.disconnect();
-  return calls;
-}
 
 const admission = new RedisAdmission({ redis, prefix, now: clock, leaseMs: 30_000 });
 
@@ -62,7 +46,7 @@ describe('batched admission', () => {
   it('admits exactly the budget out of 25 requests sent in one turn, in one script call', async () => {
     const o = await org({ requests: 10, input_tokens: 100_000, output_tokens: 100_000 });
     let outcomes: Array<PromiseSettledResult<Awaited<ReturnType<typeof admission.admit>>>> = [];
-    const calls = await scriptCallsDuring(async () => {
+    const calls = await scriptCallsDuring(redis, prefix, async () => {
       outcomes = await Promise.allSettled(Array.from({ length: 25 }, () => admission.admit(request(o.id))));
     });
     expect(calls).toBe(1);
@@ -80,7 +64,7 @@ describe('batched admission', () => {
   it('splits a turn of 450 admissions into calls of at most 200, still exact', async () => {
     const o = await org({ requests: 300, input_tokens: 1_000_000, output_tokens: 1_000_000 });
     let outcomes: Array<PromiseSettledResult<Awaited<ReturnType<typeof admission.admit>>>> = [];
-    const calls = await scriptCallsDuring(async () => {
+    const calls = await scriptCallsDuring(redis, prefix, async () => {
       outcomes = await Promise.allSettled(Array.from({ length: 450 }, () => admission.admit(request(o.id))));
     });
     expect(calls).toBe(3);
@@ -124,7 +108,7 @@ describe('settlement riding with the next admission', () => {
   it('waits while a settlement is on its way, then goes with the next admission or alone', async () => {
     const o = await org();
     const tickets = await Promise.all([1, 2, 3].map(() => admission.admit(request(o.id))));
-    const calls = await scriptCallsDuring(async () => {
+    const calls = await scriptCallsDuring(redis, prefix, async () => {
       const first = tickets[0]!.settle({ prompt_tokens: 10, completion_tokens: 1 });
       // Next turn: the first settlement is on its way, so these two wait for it, together.
       await new Promise((resolve) => setImmediate(resolve));
@@ -175,7 +159,7 @@ describe('batched settlement', () => {
         admission.admit(request(o.id, { modelId: i % 2 === 0 ? 'batch/a' : 'batch/b', capacity: 1000 })),
       ),
     );
-    const calls = await scriptCallsDuring(() =>
+    const calls = await scriptCallsDuring(redis, prefix, () =>
       Promise.all(tickets.map((t, i) => t.settle({ prompt_tokens: 10, completion_tokens: i }))),
     );
     expect(calls).toBe(1);
@@ -247,7 +231,7 @@ describe('batched settlement', () => {
   it('splits more than maxBatch queued settlements into several calls, losing none', async () => {
     const o = await org();
     const batcher = new SettlementBatcher({ redis, keys: accountKeys(prefix), now: clock, maxBatch: 10 });
-    const calls = await scriptCallsDuring(() =>
+    const calls = await scriptCallsDuring(redis, prefix, () =>
       Promise.all(
         Array.from({ length: 25 }, () =>
           batcher.add({

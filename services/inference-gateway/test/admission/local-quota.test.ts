@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { scriptCallsDuring } from '../helpers/script-calls';
 import { accountKeys, createAccountStore, deleteKeysWithPrefix } from '@tollway/accounts';
 import { modelLeaseKey, RedisAdmission } from '../../src/admission/redis-admission';
 import type { AdmissionRequest, AdmissionTicket } from '../../src/admission/admission.types';
@@ -40,29 +41,6 @@ afterAll(async () => {
   for (const connection of connections) connection.disconnect();
 });
 
-/**
- * Script calls touching `orgId`'s keys while `run` ran (via MONITOR): other tests' replicas keep
- * giving back their own slices meanwhile.
- */
-async function scriptCallsDuring(orgId: string, run: () => Promise<unknown>): Promise<number> {
-  const monitor = await redis.monitor();
-  let calls = 0;
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    const name = String(args[0]).toLowerCase();
-    if (
-      source !== 'lua' &&
-      (name === 'evalsha' || name === 'eval') &&
-      args.some((a) => a.startsWith(prefix) && a.includes(orgId))
-    ) {
-      calls += 1;
-    }
-  });
-  await run();
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  monitor.disconnect();
-  return calls;
-}
-
 const BIG = { requests: 1024, input_tokens: 1_000_000, output_tokens: 1_000_000 };
 
 async function org(budgets = BIG, credit = 100) {
@@ -102,7 +80,7 @@ describe('local admission from quota slices', () => {
     const a = await replica();
     const o = await org();
     const tickets: AdmissionTicket[] = [];
-    const calls = await scriptCallsDuring(o.id, async () => {
+    const calls = await scriptCallsDuring(redis, o.id, async () => {
       for (let i = 0; i < 12; i++) tickets.push(await a.admit(request(o.id)));
     });
     // The first request went to Redis and brought back a slice (1024/64 = 16 requests); the other
@@ -188,7 +166,7 @@ describe('local admission from quota slices', () => {
     const a = await replica();
     const o = await org({ requests: 100, input_tokens: 1_000_000, output_tokens: 1_000_000 });
     let outcomes: Outcome[] = [];
-    const calls = await scriptCallsDuring(o.id, async () => {
+    const calls = await scriptCallsDuring(redis, o.id, async () => {
       for (let i = 0; i < 5; i++) outcomes.push(...(await burst(a, 1, () => request(o.id))));
       outcomes = outcomes.concat(await burst(a, 300, () => request(o.id)));
     });
@@ -201,7 +179,7 @@ describe('local admission from quota slices', () => {
     const a = await replica();
     // A slice would hold 15 625 input + 15 625 output tokens: 0.046875 USD at these prices.
     const poor = await org(BIG, 0.09);
-    const calls = await scriptCallsDuring(poor.id, async () => {
+    const calls = await scriptCallsDuring(redis, poor.id, async () => {
       for (let i = 0; i < 4; i++) await a.admit(request(poor.id));
     });
     expect(calls).toBe(4);
@@ -230,7 +208,7 @@ describe('local admission from quota slices', () => {
     const o = await org();
     await a.admit(request(o.id)); // slice: 16 requests, 15 625 output tokens
     const big = request(o.id, { reservedOutputTokens: 20_000 });
-    const calls = await scriptCallsDuring(o.id, async () => {
+    const calls = await scriptCallsDuring(redis, o.id, async () => {
       const ticket = await a.admit(big);
       // Bucket: 1024 - 1 - 1 = 1022 requests; the unused slice went back first.
       expect(ticket.headers['x-ratelimit-remaining-requests']).toBe('1022');
@@ -277,7 +255,7 @@ describe('local admission from quota slices', () => {
     expect(await redis.hlen(keys.slices(o.id))).toBe(1);
     subscriber.disconnect();
     await waitFor(async () => (await redis.hlen(keys.slices(o.id))) === 0);
-    const calls = await scriptCallsDuring(o.id, async () => {
+    const calls = await scriptCallsDuring(redis, o.id, async () => {
       for (let i = 0; i < 3; i++) await a.admit(request(o.id));
     });
     expect(calls).toBe(3);
@@ -314,7 +292,7 @@ describe('local admission from capacity blocks', () => {
     const first = await a.admit(request(o.id, { modelId, capacity: 64 }));
     // Its own lease, plus a block of 64/16 = 4.
     expect(await redis.zcard(leases)).toBe(5);
-    const calls = await scriptCallsDuring(o.id, async () => {
+    const calls = await scriptCallsDuring(redis, o.id, async () => {
       const local = await Promise.all([1, 2, 3, 4].map(() => a.admit(request(o.id, { modelId, capacity: 64 }))));
       await Promise.all(local.map((t) => t.release()));
     });
@@ -337,7 +315,7 @@ describe('ADMISSION_SLICES', () => {
       const o = await org();
       // The change channel is subscribed asynchronously: let it come up before counting.
       await new Promise((resolve) => setTimeout(resolve, 100));
-      const calls = await scriptCallsDuring(o.id, async () => {
+      const calls = await scriptCallsDuring(redis, o.id, async () => {
         for (let i = 0; i < 5; i++) await wiring.admission.admit(request(o.id));
       });
       await wiring.close();
