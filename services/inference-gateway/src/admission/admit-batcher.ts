@@ -10,6 +10,9 @@ export interface AdmitCall {
   args: readonly [number, number, number, string, number, '0' | '1', string, number, number, string, number];
 }
 
+/** The admit script's reply for one request: numbers, and strings where a number has a fraction. */
+export type AdmitReply = Array<number | string>;
+
 /** The admit script's arguments that hold for every request of a call: how slices are cut. */
 export interface SlicePolicy {
   fraction: number;
@@ -24,7 +27,7 @@ export interface LeadingCall extends ScriptCall {
 
 interface Pending {
   call: AdmitCall;
-  resolve: (reply: number[]) => void;
+  resolve: (reply: AdmitReply) => void;
   reject: (err: unknown) => void;
 }
 
@@ -54,7 +57,7 @@ export class AdmitBatcher {
   ) {}
 
   /** The script's reply for `call` (an array, see admit.lua.ts); rejects when Redis fails. */
-  admit(call: AdmitCall): Promise<number[]> {
+  admit(call: AdmitCall): Promise<AdmitReply> {
     return new Promise((resolve, reject) => {
       this.queue.push({ call, resolve, reject });
       this.kick();
@@ -109,7 +112,7 @@ export class AdmitBatcher {
       batch.forEach((pending, i) => {
         const reply = Array.isArray(replies) ? (replies as unknown[])[i] : undefined;
         if (err) pending.reject(err);
-        else if (Array.isArray(reply)) pending.resolve(reply as number[]);
+        else if (Array.isArray(reply)) pending.resolve(reply as AdmitReply);
         else pending.reject(new Error(`admit script gave no reply for request ${i + 1} of ${batch.length}`));
       });
     }
