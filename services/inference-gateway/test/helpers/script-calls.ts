@@ -8,10 +8,7 @@ import type { Redis } from 'ioredis';
  * one counts.
  */
 export async function scriptCallsDuring(redis: Redis, marker: string, run: () => Promise<unknown>): Promise<number> {
-  const monitor = await redis.monitor();
-  // ioredis can trip over a MONITOR line that arrives while the monitor connection closes (a
-  // "command queue state" error on the monitor connection alone); by then the counting is done.
-  monitor.on('error', () => undefined);
+  const monitor = await startMonitor(redis);
   const lastShaCall = new Map<string, string>();
   let calls = 0;
   monitor.on('monitor', (_time: string, args: string[], source: string) => {
@@ -31,4 +28,22 @@ export async function scriptCallsDuring(redis: Redis, marker: string, run: () =>
   await new Promise((resolve) => setTimeout(resolve, 100));
   monitor.disconnect();
   return calls;
+}
+
+/**
+ * A MONITOR connection. On a busy server ioredis can mistake a monitored line arriving together
+ * with MONITOR's own OK for a reply ("command queue state error"): the start then fails before
+ * anything was counted, and is tried again. The same can happen as the connection closes, after
+ * the counting: that error is ignored.
+ */
+async function startMonitor(redis: Redis): Promise<Redis> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const monitor = await redis.monitor();
+      monitor.on('error', () => undefined);
+      return monitor;
+    } catch (err) {
+      if (attempt >= 5) throw err;
+    }
+  }
 }
