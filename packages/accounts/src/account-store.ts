@@ -3,12 +3,15 @@ import type { Redis } from 'ioredis';
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from './api-key';
 import type {
   ApiKeyInfo,
+  BucketBalances,
   CreatedApiKey,
+  KeyRole,
   NewOrganization,
   Organization,
   OrganizationUpdate,
   UsageReport,
 } from './account.types';
+import { readBucketBalances } from './bucket-balances';
 import { luaScript } from './lua-script';
 import { accountKeys, type AccountKeys } from './redis-keys';
 import { CREATE_ORG_LUA } from './scripts/create-org.lua';
@@ -125,16 +128,21 @@ export class AccountStore {
     return typeof deleted === 'number' && deleted > 0;
   }
 
-  /** Creates a random key for an organization; the plaintext is in the result and nowhere else. */
-  async createKey(orgId: string, name?: string | null): Promise<CreatedApiKey | null> {
-    return this.registerKey(orgId, generateApiKey(), name ?? null);
+  /** Creates a random key for an organization (role default `standard`); the plaintext is in the result and nowhere else. */
+  async createKey(orgId: string, name?: string | null, role: KeyRole = 'standard'): Promise<CreatedApiKey | null> {
+    return this.registerKey(orgId, generateApiKey(), name ?? null, role);
   }
 
   /**
    * Registers a given plaintext key (the dev key of the quickstart). Idempotent: a key that is
    * already registered to this organization is returned as it is. Null when the org is missing.
    */
-  async registerKey(orgId: string, key: string, name: string | null): Promise<CreatedApiKey | null> {
+  async registerKey(
+    orgId: string,
+    key: string,
+    name: string | null,
+    role: KeyRole = 'standard',
+  ): Promise<CreatedApiKey | null> {
     if (!isWellFormedApiKey(key)) throw new AccountError('The API key is not well-formed.', 'invalid_key');
     if (!(await this.redis.exists(this.keys.org(orgId)))) return null;
     const hash = hashApiKey(key);
@@ -157,8 +165,10 @@ export class AccountStore {
       id,
       org_id: orgId,
       name,
+      role,
       last4: key.slice(-4),
       created: Math.floor(this.now() / 1000),
+      last_used_at: null,
       revoked_at: null,
     };
     await this.redis
@@ -167,6 +177,7 @@ export class AccountStore {
         id,
         org_id: orgId,
         name: name ?? '',
+        role,
         last4: info.last4,
         created: info.created,
         hash,
@@ -175,7 +186,7 @@ export class AccountStore {
       .exec();
     await this.redis.hset(this.keys.keyOrgs(), id, orgId);
     // Last: the index entry that makes the key usable.
-    await this.redis.hset(this.keys.keyByHash(hash), { org_id: orgId, key_id: id, hash });
+    await this.redis.hset(this.keys.keyByHash(hash), { org_id: orgId, key_id: id, hash, role });
     return { ...info, key };
   }
 
@@ -218,6 +229,13 @@ export class AccountStore {
     return info;
   }
 
+  /** The current balance of the organization's three per-minute buckets; null when the org is missing. */
+  async getBucketBalances(orgId: string): Promise<BucketBalances | null> {
+    const org = await this.getOrganization(orgId);
+    if (!org) return null;
+    return readBucketBalances(this.redis, this.keys, org, this.now());
+  }
+
   /** Usage over the last `minutes` (default 60) minutes; null when the org is missing. */
   async getUsage(orgId: string, minutes = 60): Promise<UsageReport | null> {
     if (!ORG_ID_PATTERN.test(orgId) || !(await this.redis.exists(this.keys.org(orgId)))) return null;
@@ -251,8 +269,10 @@ function toKeyInfo(hash: Record<string, string>): ApiKeyInfo | null {
     id: hash.id,
     org_id: hash.org_id,
     name: hash.name ? hash.name : null,
+    role: hash.role === 'admin' ? 'admin' : 'standard',
     last4: hash.last4 ?? '',
     created: Number(hash.created ?? 0),
+    last_used_at: hash.last_used ? Number(hash.last_used) : null,
     revoked_at: hash.revoked_at ? Number(hash.revoked_at) : null,
   };
 }

@@ -33,15 +33,27 @@ export interface OrganizationUpdate {
   creditTopUp?: number;
 }
 
+/**
+ * What a key may do. `standard` keys call the inference API; `admin` keys sign in to the console
+ * and manage their own organization's keys through the admin API, and cannot call the inference API.
+ */
+export type KeyRole = 'standard' | 'admin';
+
+/** Every key role, the default first. */
+export const KEY_ROLES: readonly KeyRole[] = ['standard', 'admin'];
+
 /** A key as listed: never the key itself. */
 export interface ApiKeyInfo {
   id: string;
   org_id: string;
   name: string | null;
+  role: KeyRole;
   /** Last four characters of the key, to recognise it. */
   last4: string;
   /** Unix seconds. */
   created: number;
+  /** Unix seconds of the latest authentication, to the minute (see KeyAuthenticator); null when never used. */
+  last_used_at: number | null;
   /** Unix seconds, or null while the key is live. */
   revoked_at: number | null;
 }
@@ -70,4 +82,19 @@ export interface UsageReport {
   by_model: Array<UsageCounters & { model: string }>;
   /** One entry per minute that saw traffic, oldest first; `minute` is its start in unix seconds. */
   by_minute: Array<UsageCounters & { minute: number }>;
+}
+
+/** One token bucket of an organization right now. */
+export interface BucketBalance {
+  /** The per-minute budget (the bucket's capacity). */
+  limit: number;
+  /** What is left now: refilled to this moment, counting what replicas' quota slices still hold. */
+  remaining: number;
+}
+
+/** The current balance of an organization's three per-minute buckets. */
+export interface BucketBalances {
+  requests: BucketBalance;
+  input_tokens: BucketBalance;
+  output_tokens: BucketBalance;
 }

@@ -1,6 +1,7 @@
 export * from './account.types';
 export * from './account-store';
 export * from './api-key';
+export * from './bucket-balances';
 export * from './dev-organization';
 export * from './key-authenticator';
 export * from './lua-script';

@@ -1,12 +1,25 @@
 import type { Redis } from 'ioredis';
+import type { KeyRole } from './account.types';
 import { hashApiKey, isWellFormedApiKey, sameKeyHash } from './api-key';
+import { luaScript } from './lua-script';
 import { accountKeys } from './redis-keys';
 
-/** Who a key belongs to. Same shape as the gateway's `Principal`. */
+/** Who a key belongs to. Same shape as the gateway's `Principal`, plus the key's role. */
 export interface KeyPrincipal {
   orgId: string;
   keyId: string;
+  role: KeyRole;
 }
+
+/** How often one process records a key's `last_used` (ms): at most one write per key per minute. */
+export const LAST_USED_RESOLUTION_MS = 60_000;
+
+// KEYS[1] the key record. ARGV[1] unix seconds. Writes only into an existing record, so a key
+// whose organization was deleted meanwhile is not brought back as a stray hash. Returns nothing.
+const TOUCH_KEY_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'last_used', ARGV[1]) end
+`;
+const touchKeyScript = luaScript(TOUCH_KEY_LUA);
 
 /** Options of createKeyAuthenticator. */
 export interface KeyAuthenticatorOptions {
@@ -55,6 +68,7 @@ export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAut
   const subscriber = options.subscriber ?? redis.duplicate({ connectionName: 'accounts:revocations' });
   const cache = new Map<string, CacheEntry>();
   const inFlight = new Map<string, Promise<KeyPrincipal | null>>();
+  const touched = new Map<string, number>();
   let live = false;
   let closed = false;
 
@@ -82,7 +96,19 @@ export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAut
   async function lookup(hash: string): Promise<KeyPrincipal | null> {
     const record = await redis.hgetall(keys.keyByHash(hash));
     if (!record.org_id || !record.key_id || !record.hash || !sameKeyHash(record.hash, hash)) return null;
-    return { orgId: record.org_id, keyId: record.key_id };
+    return { orgId: record.org_id, keyId: record.key_id, role: record.role === 'admin' ? 'admin' : 'standard' };
+  }
+
+  // Fire and forget: `last_used` is informational, and a lost write must never fail a request.
+  function touch(principal: KeyPrincipal, now: number): KeyPrincipal {
+    const last = touched.get(principal.keyId);
+    if (last !== undefined && now - last < LAST_USED_RESOLUTION_MS) return principal;
+    if (touched.size >= maxEntries) touched.clear();
+    touched.set(principal.keyId, now);
+    touchKeyScript
+      .run(redis, [keys.key(principal.orgId, principal.keyId)], [Math.floor(now / 1000)])
+      .catch(() => touched.delete(principal.keyId));
+    return principal;
   }
 
   return {
@@ -93,7 +119,7 @@ export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAut
       const now = Date.now();
       if (live) {
         const hit = cache.get(hash);
-        if (hit && hit.expires > now) return hit.principal;
+        if (hit && hit.expires > now) return touch(hit.principal, now);
       }
       const pending = inFlight.get(hash);
       if (pending) return pending;
@@ -107,7 +133,7 @@ export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAut
         if (cache.size >= maxEntries) cache.clear();
         cache.set(hash, { principal, expires: now + ttlMs });
       }
-      return principal;
+      return principal && touch(principal, now);
     },
     ready: () => subscribed,
     async close() {

@@ -9,7 +9,7 @@ export interface AccountKeys {
   org(orgId: string): string;
   /** Set of the organization's key ids (revoked ones included). */
   orgKeys(orgId: string): string;
-  /** Hash: id, org_id, name, last4, created, revoked_at. */
+  /** Hash: id, org_id, name, role, last4, created, last_used, revoked_at. */
   key(orgId: string, keyId: string): string;
   /** Hash of the three token buckets: `<kind>` = balance, `<kind>:ts` = last refill (ms). */
   buckets(orgId: string): string;
@@ -20,7 +20,7 @@ export interface AccountKeys {
   slices(orgId: string): string;
   /** Hash of one minute's usage (see USAGE_FIELDS), expiring after USAGE_RETENTION_SECONDS. */
   usageMinute(orgId: string, epochMinute: number): string;
-  /** Global hash: SHA-256 hex of a live key → its org and key id. Deleted on revocation. */
+  /** Global hash: SHA-256 hex of a live key → its org, key id and role. Deleted on revocation. */
   keyByHash(hashHex: string): string;
   /** Global hash: key id → org id, so a key can be revoked by id alone. */
   keyOrgs(): string;

@@ -27,6 +27,8 @@ export interface GatewayDeps {
   redis: Redis;
   /** The admin API, mounted at `/admin/v1` outside the `/v1` key check. */
   adminRouter?: Router;
+  /** The key-management console, mounted at `/console`. */
+  consoleRouter?: Router;
   /** Extra paths (the admin API) for `GET /openapi.json`. */
   openApi?: InferenceOpenApiOptions;
 }
@@ -57,6 +59,7 @@ export function buildApp(deps: GatewayDeps): Express {
   app.use(healthRouter(deps));
   app.use(openApiRouter(deps.openApi));
   if (deps.adminRouter) app.use('/admin/v1', deps.adminRouter);
+  if (deps.consoleRouter) app.use('/console', deps.consoleRouter);
 
   const auth = requireApiKey(deps.authenticator);
   // Any content type is read as JSON: clients that forget the header still get a JSON answer.

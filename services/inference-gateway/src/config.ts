@@ -61,6 +61,27 @@ export const GatewayConfigSchema = z.object({
   admissionSlices: envBoolean.default(true),
   /** How long a replica admits from one quota slice before giving it back, ms; default 1000. */
   admissionSliceMs: z.coerce.number().int().min(10).max(60_000).default(1000),
+  /**
+   * HMAC key of the console's session cookie and CSRF token (`CONSOLE_SESSION_SECRET`, 32+ characters);
+   * default derived from ADMIN_TOKEN, so every replica agrees and changing the token ends all sessions.
+   */
+  consoleSessionSecret: z.string().min(32, 'must be at least 32 characters').optional(),
+  /** Lifetime of a console session, ms; default 8 hours. */
+  consoleSessionTtlMs: z.coerce
+    .number()
+    .int()
+    .min(60_000)
+    .default(8 * 60 * 60 * 1000),
+  /** Failed console sign-ins one client address may make per window; default 10. */
+  consoleSignInMaxFailures: z.coerce.number().int().min(1).default(10),
+  /** Window of the failed sign-in limit, ms; default 15 minutes. */
+  consoleSignInWindowMs: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .default(15 * 60 * 1000),
+  /** Folder of the built console (`index.html`, `assets/`); default the @tollway/console package's `dist`. */
+  consoleDir: z.string().optional(),
   /** winston log level; default `info`. */
   logLevel: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
 });
@@ -88,6 +109,11 @@ export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSc
   capacityRetryAfterMs: { env: 'CAPACITY_RETRY_AFTER_MS' },
   admissionSlices: { env: 'ADMISSION_SLICES' },
   admissionSliceMs: { env: 'ADMISSION_SLICE_MS' },
+  consoleSessionSecret: { env: 'CONSOLE_SESSION_SECRET' },
+  consoleSessionTtlMs: { env: 'CONSOLE_SESSION_TTL_MS' },
+  consoleSignInMaxFailures: { env: 'CONSOLE_SIGN_IN_MAX_FAILURES' },
+  consoleSignInWindowMs: { env: 'CONSOLE_SIGN_IN_WINDOW_MS' },
+  consoleDir: { env: 'CONSOLE_DIR' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
 };
 

@@ -13,10 +13,21 @@ async function main(): Promise<void> {
   catalog.subscribe((models) => engines.sync(models));
   followCatalogChanges(catalog, logger, config.catalogWatch);
   const redis = createRedis(config.redisUrl, { name: 'gateway' });
-  const accounts = await wireAccounts(config, redis, logger);
-  const { authenticator, admission, adminRouter, openApi } = accounts;
+  const accounts = await wireAccounts(config, redis, logger, { catalog, engines });
+  const { authenticator, admission, adminRouter, consoleRouter, openApi } = accounts;
 
-  const app = buildApp({ config, logger, catalog, engines, authenticator, admission, redis, adminRouter, openApi });
+  const app = buildApp({
+    config,
+    logger,
+    catalog,
+    engines,
+    authenticator,
+    admission,
+    redis,
+    adminRouter,
+    consoleRouter,
+    openApi,
+  });
   const server = await listen(app, config.port, config.host);
   // Longer than the usual load balancer idle timeout (60 s), so the balancer closes first.
   server.keepAliveTimeout = 65_000;

@@ -1,8 +1,10 @@
 import { z } from 'zod';
 
 /**
- * The admin API of the gateway (`/admin/v1`, guarded by `Authorization: Bearer <ADMIN_TOKEN>`):
- * organizations, their API keys and their usage. Money is in USD.
+ * The admin API of the gateway (`/admin/v1`): organizations, their API keys, their usage and the
+ * model catalog. Money is in USD. Callers: the operator (`Authorization: Bearer <ADMIN_TOKEN>`) and
+ * organization admins (`Authorization: Bearer <admin key>`, or a console session), who reach only
+ * their own organization's keys and usage.
  */
 
 /** Organization ids: letters, digits, `_` and `-`, up to 64 characters. */
@@ -42,6 +44,15 @@ export const UpdateOrganizationRequest = z
   });
 export type UpdateOrganizationRequest = z.infer<typeof UpdateOrganizationRequest>;
 
+/** One per-minute token bucket right now. */
+export const BucketBalance = z.object({
+  /** The per-minute budget. */
+  limit: z.number().int(),
+  /** What is left now, refilled to this moment. */
+  remaining: z.number().int(),
+});
+export type BucketBalance = z.infer<typeof BucketBalance>;
+
 export const Organization = z.object({
   object: z.literal('organization'),
   id: OrganizationId,
@@ -51,14 +62,27 @@ export const Organization = z.object({
   credit: z.number(),
   /** Unix seconds. */
   created: z.number().int(),
+  /** Each bucket's current balance (on reads; absent from the answer to a create). */
+  balances: z.object({ requests: BucketBalance, input_tokens: BucketBalance, output_tokens: BucketBalance }).optional(),
 });
 export type Organization = z.infer<typeof Organization>;
 
 export const OrganizationList = z.object({ object: z.literal('list'), data: z.array(Organization) });
 export type OrganizationList = z.infer<typeof OrganizationList>;
 
+/**
+ * What a key may do: `standard` keys call the inference API; `admin` keys sign in to the console and
+ * manage their own organization's keys (they cannot call the inference API).
+ */
+export const ApiKeyRole = z.enum(['standard', 'admin']);
+export type ApiKeyRole = z.infer<typeof ApiKeyRole>;
+
 /** Body of `POST /admin/v1/organizations/{org_id}/keys`. */
-export const CreateApiKeyRequest = z.strictObject({ name: z.string().min(1).max(200).optional() });
+export const CreateApiKeyRequest = z.strictObject({
+  name: z.string().min(1).max(200).optional(),
+  /** Default `standard`. */
+  role: ApiKeyRole.default('standard'),
+});
 export type CreateApiKeyRequest = z.infer<typeof CreateApiKeyRequest>;
 
 /** A key as listed: never the key itself. */
@@ -67,10 +91,13 @@ export const ApiKey = z.object({
   id: z.string(),
   organization_id: OrganizationId,
   name: z.string().nullable(),
+  role: ApiKeyRole,
   /** The key with all but its last four characters hidden, e.g. `tw-…x9Qz`. */
   redacted: z.string(),
   /** Unix seconds. */
   created: z.number().int(),
+  /** Unix seconds of the latest use, to the minute; null when never used. */
+  last_used_at: z.number().int().nullable(),
   /** Unix seconds, or null while the key is live. */
   revoked_at: z.number().int().nullable(),
 });
@@ -117,3 +144,52 @@ export type OrganizationUsage = z.infer<typeof OrganizationUsage>;
 /** Query of the usage endpoint. */
 export const UsageQuery = z.object({ minutes: z.coerce.number().int().min(1).max(120).default(60) });
 export type UsageQuery = z.infer<typeof UsageQuery>;
+
+/** One engine replica of a model as the admin API shows it (never its address or key). */
+export const ModelReplicaStatus = z.object({
+  /** Position in the catalog's replica list, from 1. */
+  index: z.number().int(),
+  /** True when the replica answered the readiness probe just now. */
+  healthy: z.boolean(),
+});
+export type ModelReplicaStatus = z.infer<typeof ModelReplicaStatus>;
+
+/** `GET /admin/v1/models` item: a catalog model with its engine, health, capacity and prices. */
+export const ModelStatus = z.object({
+  object: z.literal('model.status'),
+  id: z.string(),
+  owned_by: z.string(),
+  /** The engine kind of the catalog entry, e.g. `openai-compatible` or `simulated`. */
+  engine_kind: z.string(),
+  replicas: z.array(ModelReplicaStatus),
+  /** Concurrent requests the model takes across the cluster; null = unlimited. */
+  capacity: z.number().int().nullable(),
+  /** Capacity leases held now across every gateway replica (including blocks held for local admission). */
+  capacity_in_use: z.number().int(),
+  /** USD per million tokens. */
+  price_per_million: z.object({ input: z.number(), output: z.number() }),
+});
+export type ModelStatus = z.infer<typeof ModelStatus>;
+
+export const ModelStatusList = z.object({ object: z.literal('list'), data: z.array(ModelStatus) });
+export type ModelStatusList = z.infer<typeof ModelStatusList>;
+
+/** Body of `POST /console/api/session`: the admin token, or an organization admin key. */
+export const ConsoleSignInRequest = z.strictObject({
+  token: z.string().min(1, 'enter the admin token or an organization admin key').max(512),
+});
+export type ConsoleSignInRequest = z.infer<typeof ConsoleSignInRequest>;
+
+/** The console session (`GET`/`POST /console/api/session`). The session itself is in an HttpOnly cookie. */
+export const ConsoleSession = z.object({
+  object: z.literal('console.session'),
+  /** `operator` (signed in with ADMIN_TOKEN) or `organization_admin` (with an admin key). */
+  role: z.enum(['operator', 'organization_admin']),
+  /** The organization of an organization admin; null for the operator. */
+  organization_id: OrganizationId.nullable(),
+  /** Send back as the `x-csrf-token` header on every state-changing call. */
+  csrf_token: z.string(),
+  /** Unix seconds. */
+  expires_at: z.number().int(),
+});
+export type ConsoleSession = z.infer<typeof ConsoleSession>;

@@ -8,7 +8,10 @@ import {
 } from '@tollway/accounts';
 import type { InferenceOpenApiOptions } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
+import type { CatalogStore } from '../catalog/catalog-store';
 import type { GatewayConfig } from '../config';
+import { wireConsole } from '../console/console-wiring';
+import type { EngineRegistry } from '../engines';
 import { adminOpenApi } from '../routes/admin/admin.openapi';
 import { buildAdminRouter } from '../routes/admin/admin.router';
 import type { Admission, Authenticator, Principal } from './admission.types';
@@ -23,6 +26,8 @@ export interface AccountsWiring {
   admission: Admission;
   /** Mounted at `/admin/v1`; absent when `ADMIN_TOKEN` is unset. */
   adminRouter?: Router;
+  /** The key-management console, mounted at `/console`; absent when `ADMIN_TOKEN` is unset. */
+  consoleRouter?: Router;
   openApi: InferenceOpenApiOptions;
   /** Writes the settlements still queued and stops listening for key revocations. */
   close(): Promise<void>;
@@ -32,7 +37,12 @@ export interface AccountsWiring {
  * Builds the Redis-backed authenticator and admission, the admin API (when ADMIN_TOKEN is set),
  * and registers the quickstart's dev key (when DEV_API_KEY is set). The key itself is never logged.
  */
-export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: Logger): Promise<AccountsWiring> {
+export async function wireAccounts(
+  config: GatewayConfig,
+  redis: Redis,
+  logger: Logger,
+  models?: { catalog: CatalogStore; engines: EngineRegistry },
+): Promise<AccountsWiring> {
   const prefix = config.redisPrefix;
   const keys = createKeyAuthenticator({ redis, prefix, cacheTtlMs: config.authCacheTtlMs });
   const subscriber = config.admissionSlices ? redis.duplicate({ connectionName: 'gateway:org-changes' }) : undefined;
@@ -62,7 +72,9 @@ export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: 
           : null;
       if (fixed) return fixed;
       try {
-        return await keys.authenticate(token);
+        const principal = await keys.authenticate(token);
+        // Admin keys manage an organization (console, admin API); they do not call models.
+        return principal?.role === 'admin' ? null : principal;
       } catch (err) {
         // Redis is unreachable: a 503 to retry, not a 401 (the key may be fine) nor a 500.
         throw admissionUnavailable(err);
@@ -79,14 +91,27 @@ export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: 
   if (config.apiKeys.length > 0) {
     logger.warn('API_KEYS set: those static keys are accepted without budgets, credit or capacity limits');
   }
-  const adminRouter = config.adminToken
-    ? buildAdminRouter({ store: createAccountStore({ redis, prefix }), adminToken: config.adminToken })
-    : undefined;
-  if (!adminRouter) logger.info('admin API off (ADMIN_TOKEN is not set)');
+  let adminRouter: Router | undefined;
+  let consoleRouter: Router | undefined;
+  if (config.adminToken) {
+    const store = createAccountStore({ redis, prefix });
+    const consoleParts = wireConsole({ ...config, adminToken: config.adminToken }, redis, store, keys);
+    consoleRouter = consoleParts.router;
+    adminRouter = buildAdminRouter({
+      store,
+      adminToken: config.adminToken,
+      keys,
+      sessions: consoleParts.sessions,
+      models: models && { ...models, redis, prefix },
+    });
+  } else {
+    logger.info('admin API and console off (ADMIN_TOKEN is not set)');
+  }
   return {
     authenticator,
     admission,
     adminRouter,
+    consoleRouter,
     openApi: adminOpenApi(),
     close: async () => {
       await metered.close();

@@ -1,6 +1,7 @@
 // commander 15 is an ES module: its types are imported as such, the code with `import()`.
 import type { Command } from 'commander' with { 'resolution-mode': 'import' };
 import { AccountError, redactApiKey, type AccountStore, type ApiKeyInfo } from '@tollway/accounts';
+import { ApiKeyRole } from '@tollway/contracts';
 
 /** Where the CLI writes: stdout for results (JSON), stderr for problems. */
 export interface CliOutput {
@@ -116,8 +117,11 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
     .command('create <org>')
     .description('Create a key; it is printed once and never again')
     .option('--name <name>', 'a label for the key')
-    .action(async (orgId: string, opts: { name?: string }) => {
-      const created = await store.createKey(orgId, opts.name);
+    .option('--role <role>', 'standard (calls models) or admin (signs in to the console, manages keys)', 'standard')
+    .action(async (orgId: string, opts: { name?: string; role: string }) => {
+      const role = ApiKeyRole.safeParse(opts.role);
+      if (!role.success) throw new CliError(`--role must be standard or admin, not '${opts.role}'.`);
+      const created = await store.createKey(orgId, opts.name, role.data);
       print(created ? keyView(created) : missingOrg(orgId));
     });
   keys

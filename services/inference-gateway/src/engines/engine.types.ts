@@ -80,6 +80,8 @@ export interface Engine {
   stream(call: EngineCall): Promise<ChunkStream>;
   /** True when at least one replica answers (readiness). */
   probe(): Promise<boolean>;
+  /** Each replica's probe, in catalog order (the console's models page); absent = one replica, `probe()`. */
+  probeReplicas?(): Promise<boolean[]>;
   /** Frees connections once in-flight requests are done. */
   close(): Promise<void>;
 }

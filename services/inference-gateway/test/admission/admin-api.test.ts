@@ -64,8 +64,16 @@ describe('organizations', () => {
     const org = Organization.parse(created.body);
     expect(org).toMatchObject({ name: 'Acme', credit: 10, budgets: { requests: 60 } });
 
+    const full = {
+      ...org,
+      balances: {
+        requests: { limit: 60, remaining: 60 },
+        input_tokens: { limit: 1000, remaining: 1000 },
+        output_tokens: { limit: 500, remaining: 500 },
+      },
+    };
     expect(Organization.parse((await request(app).get(`/admin/v1/organizations/${org.id}`).set(auth)).body)).toEqual(
-      org,
+      full,
     );
     const list = OrganizationList.parse((await request(app).get('/admin/v1/organizations').set(auth)).body);
     expect(list.data.map((o) => o.id)).toContain(org.id);
@@ -142,7 +150,7 @@ describe('keys and usage', () => {
     expect(created.status).toBe(201);
     const key = CreatedApiKey.parse(created.body);
     expect(key.key).toMatch(/^tw-/);
-    expect(await authenticator.authenticate(key.key)).toEqual({ orgId: org.id, keyId: key.id });
+    expect(await authenticator.authenticate(key.key)).toEqual({ orgId: org.id, keyId: key.id, role: 'standard' });
 
     const list = ApiKeyList.parse((await request(app).get(`/admin/v1/organizations/${org.id}/keys`).set(auth)).body);
     expect(list.data).toHaveLength(1);

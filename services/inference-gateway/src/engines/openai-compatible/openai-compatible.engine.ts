@@ -104,7 +104,11 @@ export class OpenAICompatibleEngine implements Engine {
   }
 
   async probe(): Promise<boolean> {
-    const results = await Promise.all(
+    return (await this.probeReplicas()).includes(true);
+  }
+
+  probeReplicas(): Promise<boolean[]> {
+    return Promise.all(
       this.replicas.replicas.map(async (replica) => {
         try {
           const response = await replica.pool.request({
@@ -122,7 +126,6 @@ export class OpenAICompatibleEngine implements Engine {
         }
       }),
     );
-    return results.includes(true);
   }
 
   close(): Promise<void> {

@@ -3,9 +3,13 @@ import type { z } from 'zod';
 
 /** The admin API's error table; the gateway's errorMiddleware writes them in the envelope. */
 
-/** 401: missing or wrong admin token (no `code`, like the inference API's 401). */
+/** 401: missing or wrong admin token, admin key or session (no `code`, like the inference API's 401). */
 export function invalidAdminToken(): ServiceError {
-  return new ServiceError({ status: 401, message: 'Invalid admin token. Send "Authorization: Bearer <ADMIN_TOKEN>".' });
+  return new ServiceError({
+    status: 401,
+    message:
+      'Invalid admin credentials. Send "Authorization: Bearer <ADMIN_TOKEN>" or an organization admin key, or sign in to the console.',
+  });
 }
 
 /** 400 `invalid_request`: a body or query that does not fit the admin schema; `param` names the field. */
@@ -57,5 +61,23 @@ export function organizationExists(orgId: string): ServiceError {
     code: 'organization_exists',
     param: 'id',
     message: `An organization '${orgId}' already exists.`,
+  });
+}
+
+/** 403 `permission_denied`: an organization admin called an operator-only endpoint. */
+export function operatorOnlyEndpoint(): ServiceError {
+  return new ServiceError({
+    status: 403,
+    code: 'permission_denied',
+    message: 'Only the operator (ADMIN_TOKEN) may do this: organizations, budgets and credit are operator-only.',
+  });
+}
+
+/** 403 `csrf_failed`: a cookie-authenticated change without this origin or the session's `x-csrf-token`. */
+export function csrfRejected(): ServiceError {
+  return new ServiceError({
+    status: 403,
+    code: 'csrf_failed',
+    message: 'Missing or wrong x-csrf-token header, or a cross-origin request. Reload the console and try again.',
   });
 }

@@ -1,9 +1,11 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
-import express, { Router, type NextFunction, type Request, type Response } from 'express';
+import express, { Router } from 'express';
 import type { AccountStore } from '@tollway/accounts';
-import { adminEndpointNotFound, invalidAdminToken } from './admin-errors';
+import type { ConsoleSessions } from '../../console/console-sessions';
+import { authenticateAdminCaller, type AdminKeyResolver } from './admin-access';
+import { adminEndpointNotFound } from './admin-errors';
 import { organizationsRoutes } from './organizations.route';
 import { keysRoutes } from './keys.route';
+import { modelStatusRoutes, type ModelStatusSource } from './models-status.route';
 
 /** Where the gateway app mounts the admin router. */
 export const ADMIN_BASE_PATH = '/admin/v1';
@@ -11,37 +13,29 @@ export const ADMIN_BASE_PATH = '/admin/v1';
 /** Options of buildAdminRouter. */
 export interface AdminRouterOptions {
   store: AccountStore;
-  /** The bearer token every admin call must carry (config `ADMIN_TOKEN`). */
+  /** The operator's bearer token (config `ADMIN_TOKEN`). */
   adminToken: string;
+  /** Resolves organization admin keys sent as bearer tokens; absent = operator only. */
+  keys?: AdminKeyResolver;
+  /** Console sessions, accepted from the session cookie; absent = bearer tokens only. */
+  sessions?: ConsoleSessions;
+  /** The catalog with health and capacity, for `GET /models`; absent = no such endpoint. */
+  models?: ModelStatusSource;
 }
 
 /**
- * The admin API, mounted by the app at ADMIN_BASE_PATH: organizations, their keys and usage. Every call needs
- * `Authorization: Bearer <ADMIN_TOKEN>` (401 otherwise); the gateway mounts it only when a token
- * is configured.
+ * The admin API, mounted by the app at ADMIN_BASE_PATH: organizations, their keys and usage, the
+ * model catalog. The operator (`ADMIN_TOKEN`) reaches everything; an organization admin (admin key
+ * or console session) reaches only their own organization's keys and usage (see admin-access.ts).
+ * Anything else is 401. The gateway mounts it only when a token is configured.
  */
 export function buildAdminRouter(options: AdminRouterOptions): Router {
   const router = Router();
-  router.use(requireAdminToken(options.adminToken), express.json({ limit: '64kb' }));
+  router.use(authenticateAdminCaller(options), express.json({ limit: '64kb' }));
   router.use(organizationsRoutes(options.store));
   router.use(keysRoutes(options.store));
+  if (options.models) router.use(modelStatusRoutes(options.models));
   // Its own 404, so an admin typo is not answered with the inference API's model_not_found.
   router.use((req, _res, next) => next(adminEndpointNotFound(req.method, req.path)));
   return router;
-}
-
-const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
-
-function requireAdminToken(adminToken: string) {
-  const expected = digest(adminToken);
-  return (req: Request, _res: Response, next: NextFunction): void => {
-    const token = BEARER.exec(req.headers.authorization ?? '')?.[1];
-    // Compare digests, so the comparison takes the same time whatever the token's length.
-    if (token !== undefined && timingSafeEqual(digest(token), expected)) return next();
-    next(invalidAdminToken());
-  };
-}
-
-function digest(value: string): Buffer {
-  return createHash('sha256').update(value, 'utf8').digest();
 }

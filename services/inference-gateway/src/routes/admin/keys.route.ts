@@ -1,17 +1,19 @@
 import { Router } from 'express';
 import type { AccountStore } from '@tollway/accounts';
 import { CreateApiKeyRequest, type ApiKeyList } from '@tollway/contracts';
+import { requireOrgAccess } from './admin-access';
 import { apiKeyNotFound, invalidAdminRequest, organizationNotFound } from './admin-errors';
 import { apiKeyView, createdApiKeyView } from './admin-views';
 
-/** An organization's API keys: create (plaintext shown once), list, revoke. */
+/** An organization's API keys: create (plaintext shown once), list, revoke. Its admins may use these too. */
 export function keysRoutes(store: AccountStore): Router {
   const router = Router();
+  router.param('orgId', requireOrgAccess);
 
   router.post('/organizations/:orgId/keys', async (req, res) => {
     const body = CreateApiKeyRequest.safeParse(req.body ?? {});
     if (!body.success) throw invalidAdminRequest(body.error);
-    const created = await store.createKey(req.params.orgId, body.data.name);
+    const created = await store.createKey(req.params.orgId, body.data.name, body.data.role);
     if (!created) throw organizationNotFound(req.params.orgId);
     res.status(201).setHeader('cache-control', 'no-store').json(createdApiKeyView(created));
   });

@@ -8,14 +8,19 @@ import {
   type OrganizationList,
   type OrganizationUsage,
 } from '@tollway/contracts';
+import { operatorOnly, requireOrgAccess } from './admin-access';
 import { invalidAdminRequest, organizationExists, organizationNotFound } from './admin-errors';
 import { organizationView } from './admin-views';
 
-/** Organizations: create, list, get, update (budgets, credit top-up), delete; and their usage. */
+/**
+ * Organizations: create, list, get, update (budgets, credit top-up), delete; and their usage.
+ * Organization admins may read their own organization and its usage; the rest is operator-only.
+ */
 export function organizationsRoutes(store: AccountStore): Router {
   const router = Router();
+  router.param('orgId', requireOrgAccess);
 
-  router.post('/organizations', async (req, res) => {
+  router.post('/organizations', operatorOnly, async (req, res) => {
     const body = CreateOrganizationRequest.safeParse(req.body ?? {});
     if (!body.success) throw invalidAdminRequest(body.error);
     try {
@@ -27,18 +32,21 @@ export function organizationsRoutes(store: AccountStore): Router {
     }
   });
 
-  router.get('/organizations', async (_req, res) => {
-    const list: OrganizationList = { object: 'list', data: (await store.listOrganizations()).map(organizationView) };
+  router.get('/organizations', operatorOnly, async (_req, res) => {
+    const orgs = await store.listOrganizations();
+    const balances = await Promise.all(orgs.map((org) => store.getBucketBalances(org.id)));
+    const data = orgs.map((org, i) => organizationView(org, balances[i]));
+    const list: OrganizationList = { object: 'list', data };
     res.json(list);
   });
 
   router.get('/organizations/:orgId', async (req, res) => {
     const org = await store.getOrganization(req.params.orgId);
     if (!org) throw organizationNotFound(req.params.orgId);
-    res.json(organizationView(org));
+    res.json(organizationView(org, await store.getBucketBalances(org.id)));
   });
 
-  router.patch('/organizations/:orgId', async (req, res) => {
+  router.patch('/organizations/:orgId', operatorOnly, async (req, res) => {
     const body = UpdateOrganizationRequest.safeParse(req.body ?? {});
     if (!body.success) throw invalidAdminRequest(body.error);
     const { name, budgets, credit_top_up: creditTopUp } = body.data;
@@ -47,7 +55,7 @@ export function organizationsRoutes(store: AccountStore): Router {
     res.json(organizationView(org));
   });
 
-  router.delete('/organizations/:orgId', async (req, res) => {
+  router.delete('/organizations/:orgId', operatorOnly, async (req, res) => {
     if (!(await store.deleteOrganization(req.params.orgId))) throw organizationNotFound(req.params.orgId);
     const deleted: DeletedOrganization = { object: 'organization.deleted', id: req.params.orgId, deleted: true };
     res.json(deleted);

@@ -1,0 +1,61 @@
+import { parseCookie } from 'cookie';
+import type { Request, Response } from 'express';
+
+/** The session cookie's name over plain HTTP. */
+export const SESSION_COOKIE = 'tollway_console';
+/**
+ * Its name over TLS: the `__Host-` prefix makes the browser refuse it unless it is Secure, has
+ * `Path=/` and no Domain, so no sibling subdomain can plant or overwrite it.
+ */
+export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
+
+/**
+ * True when the browser reached us over TLS: directly, or through a proxy that says so. Trusting
+ * `x-forwarded-proto` here can only make the cookie stricter (Secure), never weaker.
+ */
+export function overTls(req: Request): boolean {
+  const forwarded = req.headers['x-forwarded-proto'];
+  const first = (Array.isArray(forwarded) ? forwarded[0] : forwarded)?.split(',')[0]?.trim().toLowerCase();
+  return req.secure || first === 'https';
+}
+
+/** The session cookie's value, if the request carries one. */
+export function readSessionCookie(req: Request): string | undefined {
+  const header = req.headers.cookie;
+  if (!header) return undefined;
+  const cookies = parseCookie(header);
+  return cookies[SECURE_SESSION_COOKIE] ?? cookies[SESSION_COOKIE];
+}
+
+/** Sets the session cookie: HttpOnly, SameSite=Strict, Path=/, Secure over TLS, expiring with the session. */
+export function writeSessionCookie(req: Request, res: Response, value: string, maxAgeMs: number): void {
+  const secure = overTls(req);
+  res.cookie(secure ? SECURE_SESSION_COOKIE : SESSION_COOKIE, value, {
+    httpOnly: true,
+    sameSite: 'strict',
+    secure,
+    path: '/',
+    maxAge: maxAgeMs,
+  });
+}
+
+/** Expires the session cookie (both names, whichever the browser holds). */
+export function clearSessionCookie(req: Request, res: Response): void {
+  const secure = overTls(req);
+  res.clearCookie(SESSION_COOKIE, { httpOnly: true, sameSite: 'strict', secure, path: '/' });
+  if (secure) res.clearCookie(SECURE_SESSION_COOKIE, { httpOnly: true, sameSite: 'strict', secure, path: '/' });
+}
+
+/**
+ * True when the request's `Origin` (sent by browsers on every state-changing fetch) is this
+ * host, or absent (non-browser clients). A cross-site page cannot forge it.
+ */
+export function sameOrigin(req: Request): boolean {
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  try {
+    return new URL(origin).host === req.headers.host;
+  } catch {
+    return false;
+  }
+}
