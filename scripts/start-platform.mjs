@@ -2,12 +2,14 @@
 // The quickstart behind `pnpm start` (after `pnpm build`) and `pnpm dev` (`--dev`: from the
 // TypeScript sources through tsx). Starts the inference gateway and the session API with an
 // embedded worker against one Redis, prefixes their output, waits until both answer /readyz,
-// then prints the URLs and the dev API key. Ctrl-C stops both; if either dies, so does the other.
+// then prints the URLs, the dev API key and the console's admin token. Ctrl-C stops both; if
+// either dies, so does the other.
 //
 // Environment: GATEWAY_PORT (8080), SESSIONS_PORT (8081), REDIS_URL (redis://127.0.0.1:6379),
-// DEV_API_KEY (default: read from or created in .tollway/dev-key), TOLLWAY_STATE_DIR (.tollway),
+// DEV_API_KEY (default: read from or created in .tollway/dev-key), ADMIN_TOKEN (default: read from
+// or created in .tollway/admin-token), TOLLWAY_STATE_DIR (.tollway),
 // START_TIMEOUT_MS (60000). Everything else in the environment is passed on to both services.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
@@ -55,6 +57,32 @@ function devKey() {
   writeFileSync(file, `${key}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
   return key;
+}
+
+/**
+ * The console's operator token: ADMIN_TOKEN, or .tollway/admin-token (created on first start,
+ * readable by its owner only).
+ */
+function adminToken() {
+  if (env.ADMIN_TOKEN) return env.ADMIN_TOKEN;
+  const file = join(stateDir, 'admin-token');
+  if (existsSync(file)) {
+    const token = readFileSync(file, 'utf8').trim();
+    if (token.length < 16) fail(`${file} holds no admin token (16+ characters); delete it to get a new one`);
+    return token;
+  }
+  const token = randomBytes(32).toString('base64url');
+  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return token;
+}
+
+/** From sources (`--dev`), the console is built once if it never was; `pnpm start` builds it with the rest. */
+function ensureConsoleBuilt() {
+  if (!DEV || existsSync(join(ROOT, 'packages', 'console', 'dist', 'index.html'))) return;
+  console.log('start-platform: building the console (packages/console) once');
+  execFileSync('pnpm', ['--filter', '@tollway/console', 'run', 'build'], { cwd: ROOT, stdio: 'ignore' });
 }
 
 /** Resolves when a TCP connection to Redis opens, rejects after one second otherwise. */
@@ -162,7 +190,7 @@ async function waitReady(name, url, deadline) {
   return false;
 }
 
-function banner(key) {
+function banner(key, token) {
   const gateway = `http://127.0.0.1:${gatewayPort}`;
   const sessions = `http://127.0.0.1:${sessionsPort}`;
   const bold = (s) => (useColor ? `\x1b[1m${s}\x1b[0m` : s);
@@ -173,6 +201,9 @@ ${bold('Tollway is running.')}
   Session API    ${sessions}           (OpenAPI: ${sessions}/openapi.json)
   Dev API key    ${key}
                  (stored in ${join(stateDir, 'dev-key')}; keep it out of version control)
+  Console        ${gateway}/console/
+  Admin token    ${token}
+                 (sign in to the console with it; stored in ${join(stateDir, 'admin-token')})
 
 Try it:
 
@@ -209,6 +240,8 @@ async function main() {
   await ensurePortFree('GATEWAY_PORT', gatewayPort);
   await ensurePortFree('SESSIONS_PORT', sessionsPort);
   const key = devKey();
+  const token = adminToken();
+  ensureConsoleBuilt();
   const gatewayArgs = entry('services/inference-gateway', 'dist/main.js', 'src/main.ts');
   const sessionsArgs = entry('services/agent-session', 'dist/main-api.js', 'src/main-api.ts');
 
@@ -221,6 +254,7 @@ async function main() {
   start('gateway', '36', ['--max-semi-space-size=4', ...gatewayArgs], {
     GATEWAY_PORT: String(gatewayPort),
     DEV_API_KEY: key,
+    ADMIN_TOKEN: token,
   });
   start('sessions', '35', [...sessionsArgs, '--embedded-worker'], {
     SESSIONS_PORT: String(sessionsPort),
@@ -235,7 +269,7 @@ async function main() {
   ]);
   if (stopping) return;
   if (!ready.every(Boolean)) return stop(1);
-  banner(key);
+  banner(key, token);
 }
 
 await main();

@@ -102,6 +102,22 @@ describe('pnpm dev (scripts/start-platform.mjs --dev)', () => {
     expect(platform.output()).toContain(`export OPENAI_BASE_URL=${gateway}/v1`);
   });
 
+  it('serves the console, whose printed admin token (kept owner-only in the state dir) signs in', async () => {
+    const token = /Admin token\s+(\S+)/.exec(platform.output())?.[1];
+    expect(readFileSync(join(stateDir, 'admin-token'), 'utf8').trim()).toBe(token);
+    expect(statSync(join(stateDir, 'admin-token')).mode & 0o077).toBe(0);
+    expect(platform.output()).toContain(`Console        ${gateway}/console/`);
+    const page = await fetch(`${gateway}/console/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('<div id="app"></div>');
+    const signIn = await fetch(`${gateway}/console/api/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token }),
+    });
+    expect(signIn.status).toBe(201);
+  });
+
   it('serves chat completions with the dev key, and 401 without it', async () => {
     const body = JSON.stringify({ model: 'tollway/sim-chat', messages: [{ role: 'user', content: 'Hello' }] });
     const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };

@@ -1,3 +1,5 @@
+// First: configures Zod before @tollway/contracts defines its schemas.
+import './zod-setup';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
 import { render } from 'preact';

@@ -31,7 +31,7 @@ export function MinuteChart(props: { title: string; summary: string; minutes: nu
         ],
         axes: [{}, { size: 60 }],
         scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
-        legend: { show: true },
+        legend: { show: false },
         cursor: { drag: { x: false, y: false } },
       },
       data,
@@ -56,6 +56,14 @@ export function MinuteChart(props: { title: string; summary: string; minutes: nu
         <span class="chart-title">{props.title}</span> <span class="chart-summary">{props.summary}</span>
       </figcaption>
       <div ref={box} aria-hidden="true" />
+      <ul class="legend" aria-hidden="true">
+        {props.series.map((s) => (
+          <li key={s.label}>
+            <span class="swatch" style={{ backgroundColor: s.stroke }} />
+            {s.label}
+          </li>
+        ))}
+      </ul>
     </figure>
   );
 }

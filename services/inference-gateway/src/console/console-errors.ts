@@ -27,11 +27,11 @@ export function signInRateLimited(retryAfterMs: number): ServiceError {
   });
 }
 
-/** 404 `not_found`: a console API path that does not exist. */
+/** 404 `not_found`: a console path (API or file) that does not exist. */
 export function consoleEndpointNotFound(method: string, path: string): ServiceError {
   return new ServiceError({
     status: 404,
     code: 'not_found',
-    message: `Unknown console endpoint '${method} ${path.slice(0, 200)}'.`,
+    message: `Nothing at '${method} /console${path.slice(0, 200)}'.`,
   });
 }

@@ -57,7 +57,7 @@ export function buildConsoleRouter(options: ConsoleRouterOptions): Router {
   const router = Router();
   router.use(securityHeaders);
   router.use('/api', sessionApi(options));
-  router.use('/api', (req, _res, next) => next(consoleEndpointNotFound(req.method, req.path)));
+  router.use('/api', (req, _res, next) => next(consoleEndpointNotFound(req.method, `/api${req.path}`)));
   const dir = options.assetsDir;
   if (!dir || !existsSync(path.join(dir, 'index.html'))) {
     router.use((_req, res) => {
@@ -66,10 +66,7 @@ export function buildConsoleRouter(options: ConsoleRouterOptions): Router {
     return router;
   }
   // Hashed file names change with their content, so they may be cached for good.
-  router.use(
-    '/assets',
-    express.static(path.join(dir, 'assets'), { immutable: true, maxAge: '365d', index: false, fallthrough: false }),
-  );
+  router.use('/assets', express.static(path.join(dir, 'assets'), { immutable: true, maxAge: '365d', index: false }));
   router.get('/', (req, res, next) => {
     // Relative asset URLs need the trailing slash.
     if (!req.originalUrl.split('?')[0]?.endsWith('/')) return res.redirect(301, `${CONSOLE_BASE_PATH}/`);
@@ -77,6 +74,7 @@ export function buildConsoleRouter(options: ConsoleRouterOptions): Router {
     res.sendFile(path.join(dir, 'index.html'), (err) => err && next(err));
   });
   router.use(express.static(dir, { index: false, maxAge: '1h' }));
+  router.use((req, _res, next) => next(consoleEndpointNotFound(req.method, req.path)));
   return router;
 }
 

@@ -83,7 +83,11 @@ describe('tollway CLI', () => {
       ['keys', 'list', org.id],
     );
     const created = json(createdResult) as { id: string; key: string };
-    expect(await authenticator.authenticate(created.key)).toEqual({ orgId: org.id, keyId: created.id, role: 'standard' });
+    expect(await authenticator.authenticate(created.key)).toEqual({
+      orgId: org.id,
+      keyId: created.id,
+      role: 'standard',
+    });
     const listed = json(listedResult) as Array<{ redacted: string }>;
     expect(JSON.stringify(listed)).not.toContain(created.key);
     expect(listed[0]?.redacted).toBe(`tw-…${created.key.slice(-4)}`);

@@ -6,6 +6,7 @@ import {
   CreatedApiKey,
   CreateOrganizationRequest,
   DeletedOrganization,
+  ModelStatusList,
   Organization,
   OrganizationList,
   OrganizationUsage,
@@ -33,7 +34,9 @@ const pathParam = (name: string, description: string) => ({
 });
 const ORG = pathParam('org_id', 'Organization id.');
 const KEY = pathParam('key_id', 'API key id.');
-const COMMON = { '401': error('Missing or wrong admin token (no `code`).') };
+const COMMON = { '401': error('Missing or wrong admin token, admin key or console session (no `code`).') };
+const OPERATOR_ONLY = error('Operator-only: an organization admin called it (`permission_denied`).');
+const CSRF = 'Cookie-authenticated (console) calls must send `x-csrf-token`; 403 `csrf_failed` otherwise.';
 const NOT_FOUND = error('No such organization (`organization_not_found`) or key (`api_key_not_found`).');
 const INVALID = error('Body or query does not fit the schema (`invalid_request`, `param` names the field).');
 
@@ -64,13 +67,22 @@ function adminSchemas(): Record<string, Record<string, unknown>> {
     CreatedApiKey: convert(CreatedApiKey, 'output'),
     ApiKeyList: convert(ApiKeyList, 'output'),
     OrganizationUsage: convert(OrganizationUsage, 'output'),
+    ModelStatusList: convert(ModelStatusList, 'output'),
   };
 }
 
 /** The admin API's paths and schemas, for the gateway's `GET /openapi.json` (see buildInferenceOpenApi). */
 export function adminOpenApi(): InferenceOpenApiOptions {
   // The document's default server is `/v1`; admin paths override it and are written in full.
-  const servers = [{ url: '/', description: 'The admin API; needs `Authorization: Bearer <ADMIN_TOKEN>`.' }];
+  const servers = [
+    {
+      url: '/',
+      description:
+        'The admin API; needs `Authorization: Bearer <ADMIN_TOKEN>` (operator), an organization admin key (its own ' +
+        'organization only), or a console session cookie. ' +
+        CSRF,
+    },
+  ];
   const A = ADMIN_BASE_PATH;
   const paths: Record<string, OpenApiPathItem> = {
     [`${A}/organizations`]: {
@@ -80,11 +92,12 @@ export function adminOpenApi(): InferenceOpenApiOptions {
         responses: {
           '201': json('The new organization.', 'Organization'),
           '400': INVALID,
+          '403': OPERATOR_ONLY,
           '409': error('The id is taken (`organization_exists`).'),
         },
       }),
-      get: op('listOrganizations', 'List organizations', {
-        responses: { '200': json('Every organization.', 'OrganizationList') },
+      get: op('listOrganizations', 'List organizations (operator-only)', {
+        responses: { '200': json('Every organization.', 'OrganizationList'), '403': OPERATOR_ONLY },
       }),
     },
     [`${A}/organizations/{org_id}`]: {
@@ -96,11 +109,16 @@ export function adminOpenApi(): InferenceOpenApiOptions {
       patch: op('updateOrganization', 'Update budgets, name, or top up credit', {
         parameters: [ORG],
         requestBody: body('UpdateOrganizationRequest'),
-        responses: { '200': json('The updated organization.', 'Organization'), '400': INVALID, '404': NOT_FOUND },
+        responses: {
+          '200': json('The updated organization.', 'Organization'),
+          '400': INVALID,
+          '403': OPERATOR_ONLY,
+          '404': NOT_FOUND,
+        },
       }),
-      delete: op('deleteOrganization', 'Delete an organization and revoke its keys', {
+      delete: op('deleteOrganization', 'Delete an organization and revoke its keys (operator-only)', {
         parameters: [ORG],
-        responses: { '200': json('Deleted.', 'DeletedOrganization'), '404': NOT_FOUND },
+        responses: { '200': json('Deleted.', 'DeletedOrganization'), '403': OPERATOR_ONLY, '404': NOT_FOUND },
       }),
     },
     [`${A}/organizations/{org_id}/keys`]: {
@@ -136,6 +154,12 @@ export function adminOpenApi(): InferenceOpenApiOptions {
           },
         ],
         responses: { '200': json('Usage of the period.', 'OrganizationUsage'), '400': INVALID, '404': NOT_FOUND },
+      }),
+    },
+    [`${A}/models`]: {
+      servers,
+      get: op('listModelStatus', 'The model catalog with engine kind, replica health, capacity in use and prices', {
+        responses: { '200': json('Every catalog model.', 'ModelStatusList') },
       }),
     },
   };

@@ -1,0 +1,290 @@
+import request from 'supertest';
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { ConsoleSession } from '@tollway/contracts';
+import { CONSOLE_CSP } from '../../src/console/console.router';
+import { ADMIN_TOKEN, buildConsole, ROOMY_BUDGETS, startConsoleGateway, type ConsoleGateway } from './console-harness';
+
+// The console's HTTP surface: static files and their headers, sign-in and the session cookie,
+// CSRF, the failed sign-in limit, and how far an organization admin reaches in the admin API.
+let gateway: ConsoleGateway;
+let built: Awaited<ReturnType<typeof buildConsole>>;
+
+beforeAll(async () => {
+  built = await buildConsole();
+  gateway = await startConsoleGateway({ CONSOLE_DIR: built.dir });
+}, 60_000);
+
+afterAll(async () => {
+  await gateway.close();
+  built.remove();
+});
+
+const operator = { Authorization: `Bearer ${ADMIN_TOKEN}` };
+
+async function orgWithAdminKey(name: string) {
+  const org = await gateway.store.createOrganization({ name, budgets: ROOMY_BUDGETS, credit: 5 });
+  const admin = await gateway.store.createKey(org.id, 'admin', 'admin');
+  const standard = await gateway.store.createKey(org.id, 'app');
+  return { org, admin: admin!, standard: standard! };
+}
+
+/** Signs in with `token`; returns the Cookie header value and the session. */
+async function signIn(token: string) {
+  const res = await request(gateway.baseUrl).post('/console/api/session').send({ token });
+  expect(res.status).toBe(201);
+  const setCookie = res.headers['set-cookie'] as unknown as string[];
+  return { cookie: setCookie[0]!.split(';')[0]!, session: ConsoleSession.parse(res.body), setCookie: setCookie[0]! };
+}
+
+describe('static files', () => {
+  it('serve index.html with the strict CSP, no inline script, and no caching of the page itself', async () => {
+    const res = await request(gateway.baseUrl).get('/console/');
+    expect(res.status).toBe(200);
+    expect(res.headers['content-security-policy']).toBe(CONSOLE_CSP);
+    expect(CONSOLE_CSP).toContain("script-src 'self'");
+    expect(CONSOLE_CSP).not.toMatch(/unsafe-inline|unsafe-eval|https?:/);
+    expect(res.headers['cache-control']).toBe('no-cache');
+    expect(res.headers['x-frame-options']).toBe('DENY');
+    const scripts = [...res.text.matchAll(/<script\b[^>]*>([\s\S]*?)<\/script>/g)];
+    expect(scripts.length).toBeGreaterThan(0);
+    for (const [tag, body] of scripts) {
+      expect(tag).toMatch(/src="\/console\/assets\/[^"]+\.js"/);
+      expect(body!.trim()).toBe('');
+    }
+    expect(res.text).not.toMatch(/https?:\/\//);
+    expect((await request(gateway.baseUrl).get('/console')).headers.location).toBe('/console/');
+  });
+
+  it('serve hashed assets with a year-long immutable cache, and reference no other origin', async () => {
+    const assets = readdirSync(path.join(built.dir, 'assets'));
+    expect(assets.some((name) => /\.js$/.test(name))).toBe(true);
+    for (const name of assets) {
+      const res = await request(gateway.baseUrl).get(`/console/assets/${name}`);
+      expect(res.status).toBe(200);
+      expect(res.headers['cache-control']).toBe('public, max-age=31536000, immutable');
+      const text = readFileSync(path.join(built.dir, 'assets', name), 'utf8');
+      // No font or stylesheet fetched from elsewhere (URLs in strings such as docs links are not loaded).
+      expect(text).not.toMatch(/@import|fonts\.googleapis|url\(\s*['"]?https?:/);
+    }
+    expect((await request(gateway.baseUrl).get('/console/assets/missing-0000.js')).status).toBe(404);
+  });
+});
+
+describe('sign-in and the session cookie', () => {
+  it('signs the operator in with a signed HttpOnly SameSite=Strict cookie that expires; not Secure over plain HTTP', async () => {
+    const { cookie, session, setCookie } = await signIn(ADMIN_TOKEN);
+    expect(session).toMatchObject({ role: 'operator', organization_id: null });
+    expect(setCookie).toMatch(/^tollway_console=[A-Za-z0-9_-]{32}\.[A-Za-z0-9_-]{43};/);
+    expect(setCookie).toMatch(/; HttpOnly/);
+    expect(setCookie).toMatch(/; SameSite=Strict/);
+    expect(setCookie).toMatch(/; Path=\//);
+    expect(setCookie).toMatch(/; Max-Age=28800/);
+    expect(setCookie).not.toMatch(/Secure/);
+    const me = await request(gateway.baseUrl).get('/console/api/session').set('Cookie', cookie);
+    expect(me.status).toBe(200);
+    expect(me.headers['cache-control']).toBe('no-store');
+    const orgs = await request(gateway.baseUrl).get('/admin/v1/organizations').set('Cookie', cookie);
+    expect(orgs.status).toBe(200);
+  });
+
+  it('marks the cookie Secure with the __Host- prefix behind TLS', async () => {
+    const res = await request(gateway.baseUrl)
+      .post('/console/api/session')
+      .set('X-Forwarded-Proto', 'https')
+      .send({ token: ADMIN_TOKEN });
+    const setCookie = (res.headers['set-cookie'] as unknown as string[])[0]!;
+    expect(setCookie).toMatch(/^__Host-tollway_console=/);
+    expect(setCookie).toMatch(/; Secure/);
+  });
+
+  it('refuses a wrong token and an ordinary key (401, no code), and admits an organization admin key', async () => {
+    const { org, admin, standard } = await orgWithAdminKey('Sign-in');
+    for (const token of ['nope', standard.key, `${ADMIN_TOKEN}x`]) {
+      const res = await request(gateway.baseUrl).post('/console/api/session').send({ token });
+      expect(res.status).toBe(401);
+      expect(res.body.error).not.toHaveProperty('code');
+      expect(res.headers['set-cookie']).toBeUndefined();
+    }
+    const bad = await request(gateway.baseUrl).post('/console/api/session').send({ token: '' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.param).toBe('token');
+    const { session } = await signIn(admin.key);
+    expect(session).toMatchObject({ role: 'organization_admin', organization_id: org.id });
+  });
+
+  it('refuses a forged or altered cookie, and ends the session on sign-out', async () => {
+    const { cookie, session } = await signIn(ADMIN_TOKEN);
+    const [name, value] = cookie.split('=') as [string, string];
+    const [id, signature] = value.split('.') as [string, string];
+    const flipped = `${name}=${id.slice(0, -1)}${id.endsWith('A') ? 'B' : 'A'}.${signature}`;
+    expect((await request(gateway.baseUrl).get('/admin/v1/organizations').set('Cookie', flipped)).status).toBe(401);
+    const unsigned = `${name}=${id}`;
+    expect((await request(gateway.baseUrl).get('/admin/v1/organizations').set('Cookie', unsigned)).status).toBe(401);
+
+    const noCsrf = await request(gateway.baseUrl).delete('/console/api/session').set('Cookie', cookie);
+    expect(noCsrf.status).toBe(403);
+    const out = await request(gateway.baseUrl)
+      .delete('/console/api/session')
+      .set('Cookie', cookie)
+      .set('x-csrf-token', session.csrf_token);
+    expect(out.status).toBe(204);
+    expect((out.headers['set-cookie'] as unknown as string[])[0]).toMatch(
+      /^tollway_console=;.*Expires=Thu, 01 Jan 1970/,
+    );
+    expect((await request(gateway.baseUrl).get('/admin/v1/organizations').set('Cookie', cookie)).status).toBe(401);
+    expect((await request(gateway.baseUrl).get('/console/api/session').set('Cookie', cookie)).status).toBe(401);
+  });
+
+  it('ends an organization admin session when its admin key is revoked', async () => {
+    const { org, admin } = await orgWithAdminKey('Revoked admin');
+    const { cookie } = await signIn(admin.key);
+    expect(
+      (await request(gateway.baseUrl).get(`/admin/v1/organizations/${org.id}/keys`).set('Cookie', cookie)).status,
+    ).toBe(200);
+    await request(gateway.baseUrl)
+      .delete(`/admin/v1/organizations/${org.id}/keys/${admin.id}`)
+      .set(operator)
+      .expect(200);
+    expect(
+      (await request(gateway.baseUrl).get(`/admin/v1/organizations/${org.id}/keys`).set('Cookie', cookie)).status,
+    ).toBe(401);
+  });
+});
+
+describe('CSRF', () => {
+  it('requires the session token and this origin on cookie-borne changes; bearer calls need neither', async () => {
+    const { org } = await orgWithAdminKey('Csrf');
+    const { cookie, session } = await signIn(ADMIN_TOKEN);
+    const create = () => request(gateway.baseUrl).post(`/admin/v1/organizations/${org.id}/keys`).set('Cookie', cookie);
+    const missing = await create().send({ name: 'x' });
+    expect(missing.status).toBe(403);
+    expect(missing.body.error.code).toBe('csrf_failed');
+    expect((await create().set('x-csrf-token', 'wrong').send({ name: 'x' })).status).toBe(403);
+    const crossSite = await create()
+      .set('x-csrf-token', session.csrf_token)
+      .set('Origin', 'https://evil.example')
+      .send({ name: 'x' });
+    expect(crossSite.status).toBe(403);
+    // Another session's token is no good either.
+    const other = await signIn(ADMIN_TOKEN);
+    expect((await create().set('x-csrf-token', other.session.csrf_token).send({ name: 'x' })).status).toBe(403);
+    const ok = await create()
+      .set('x-csrf-token', session.csrf_token)
+      .set('Origin', gateway.baseUrl)
+      .send({ name: 'x' });
+    expect(ok.status).toBe(201);
+    expect(
+      (await request(gateway.baseUrl).get(`/admin/v1/organizations/${org.id}/keys`).set('Cookie', cookie)).status,
+    ).toBe(200);
+    expect(
+      (await request(gateway.baseUrl).post(`/admin/v1/organizations/${org.id}/keys`).set(operator).send({})).status,
+    ).toBe(201);
+    const crossSiteSignIn = await request(gateway.baseUrl)
+      .post('/console/api/session')
+      .set('Origin', 'https://evil.example')
+      .send({ token: ADMIN_TOKEN });
+    expect(crossSiteSignIn.status).toBe(403);
+  });
+});
+
+describe('an organization admin in the admin API', () => {
+  it('reaches its own keys and usage, and nothing of another organization or operator-only', async () => {
+    const mine = await orgWithAdminKey('Mine');
+    const theirs = await orgWithAdminKey('Theirs');
+    const { cookie, session } = await signIn(mine.admin.key);
+    const asBearer = { Authorization: `Bearer ${mine.admin.key}` };
+    const asCookie = { Cookie: cookie, 'x-csrf-token': session.csrf_token };
+    for (const creds of [asBearer, asCookie]) {
+      const api = request(gateway.baseUrl);
+      const own = await api.get(`/admin/v1/organizations/${mine.org.id}/keys`).set(creds);
+      expect(own.status).toBe(200);
+      expect(own.body.data.map((k: { organization_id: string }) => k.organization_id)).toEqual(
+        own.body.data.map(() => mine.org.id),
+      );
+      expect((await api.get(`/admin/v1/organizations/${mine.org.id}/usage`).set(creds)).status).toBe(200);
+      expect((await api.get(`/admin/v1/organizations/${mine.org.id}`).set(creds)).status).toBe(200);
+      expect((await api.get('/admin/v1/models').set(creds)).status).toBe(200);
+      const created = await api.post(`/admin/v1/organizations/${mine.org.id}/keys`).set(creds).send({ name: 'ci' });
+      expect(created.status).toBe(201);
+
+      const elsewhere = [
+        api.get(`/admin/v1/organizations/${theirs.org.id}`).set(creds),
+        api.get(`/admin/v1/organizations/${theirs.org.id}/keys`).set(creds),
+        api.get(`/admin/v1/organizations/${theirs.org.id}/usage`).set(creds),
+        api.post(`/admin/v1/organizations/${theirs.org.id}/keys`).set(creds).send({}),
+        api.delete(`/admin/v1/organizations/${theirs.org.id}/keys/${theirs.standard.id}`).set(creds),
+        api.patch(`/admin/v1/organizations/${theirs.org.id}`).set(creds).send({ credit_top_up: 100 }),
+        api.delete(`/admin/v1/organizations/${theirs.org.id}`).set(creds),
+      ];
+      for (const res of await Promise.all(elsewhere)) {
+        expect(res.status).toBe(404);
+        expect(res.body.error.code).toBe('organization_not_found');
+      }
+      // Their key through my organization's path is not mine either.
+      const crossKey = await api.delete(`/admin/v1/organizations/${mine.org.id}/keys/${theirs.standard.id}`).set(creds);
+      expect(crossKey.status).toBe(404);
+
+      const operatorOnly = [
+        api.get('/admin/v1/organizations').set(creds),
+        api.post('/admin/v1/organizations').set(creds).send({ name: 'x', budgets: ROOMY_BUDGETS }),
+        api.patch(`/admin/v1/organizations/${mine.org.id}`).set(creds).send({ credit_top_up: 100 }),
+        api
+          .patch(`/admin/v1/organizations/${mine.org.id}`)
+          .set(creds)
+          .send({ budgets: { requests: 1e9 } }),
+        api.delete(`/admin/v1/organizations/${mine.org.id}`).set(creds),
+      ];
+      for (const res of await Promise.all(operatorOnly)) {
+        expect(res.status).toBe(403);
+        expect(res.body.error.code).toBe('permission_denied');
+      }
+    }
+    const after = await gateway.store.getOrganization(theirs.org.id);
+    expect(after?.credit).toBe(5);
+    expect((await gateway.store.getOrganization(mine.org.id))?.credit).toBe(5);
+    expect((await gateway.store.listKeys(theirs.org.id))?.every((k) => k.revoked_at === null)).toBe(true);
+  });
+
+  it('cannot call the inference API with an admin key, and an ordinary key cannot call the admin API', async () => {
+    const { admin, standard, org } = await orgWithAdminKey('Separation');
+    const models = await request(gateway.baseUrl).get('/v1/models').set('Authorization', `Bearer ${admin.key}`);
+    expect(models.status).toBe(401);
+    const chat = await request(gateway.baseUrl)
+      .post('/v1/chat/completions')
+      .set('Authorization', `Bearer ${admin.key}`)
+      .send({ model: 'tollway/sim-chat', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.status).toBe(401);
+    expect(
+      (await request(gateway.baseUrl).get('/v1/models').set('Authorization', `Bearer ${standard.key}`)).status,
+    ).toBe(200);
+    const keys = await request(gateway.baseUrl)
+      .get(`/admin/v1/organizations/${org.id}/keys`)
+      .set('Authorization', `Bearer ${standard.key}`);
+    expect(keys.status).toBe(401);
+  });
+});
+
+describe('failed sign-ins', () => {
+  it('are limited per address: after the limit even the right token waits, with retry-after', async () => {
+    const limited = await startConsoleGateway({
+      CONSOLE_SIGN_IN_MAX_FAILURES: '3',
+      CONSOLE_SIGN_IN_WINDOW_MS: '60000',
+    });
+    try {
+      const attempt = (token: string) => request(limited.baseUrl).post('/console/api/session').send({ token });
+      expect((await attempt(ADMIN_TOKEN)).status).toBe(201);
+      for (let i = 0; i < 3; i++) expect((await attempt(`wrong-${i}`)).status).toBe(401);
+      const refused = await attempt(ADMIN_TOKEN);
+      expect(refused.status).toBe(429);
+      expect(refused.body.error.code).toBe('rate_limit_exceeded');
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      expect(Number(refused.headers['retry-after'])).toBeLessThanOrEqual(60);
+      // The limit lives in Redis, so every replica sees it.
+      const ttl = await limited.redis.pttl(`${limited.prefix}console:sign-in-failures:127.0.0.1`);
+      expect(ttl).toBeGreaterThan(0);
+    } finally {
+      await limited.close();
+    }
+  });
+});

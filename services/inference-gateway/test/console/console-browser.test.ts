@@ -1,0 +1,314 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { ADMIN_TOKEN, buildConsole, ROOMY_BUDGETS, startConsoleGateway, type ConsoleGateway } from './console-harness';
+
+// The console in a real browser (Debian's chromium through playwright-core): the whole key
+// lifecycle with the official openai SDK, organization isolation through the page, accessibility
+// (axe-core) and screenshots of every page at phone and desktop widths. One browser for the file.
+jest.setTimeout(120_000);
+
+const ARTIFACTS = path.resolve(__dirname, '..', '..', '..', '..', 'artifacts', 'console');
+const HOSTILE = '<img src=x onerror=alert(1)>';
+const WIDTHS = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 900 } };
+
+let gateway: ConsoleGateway;
+let built: Awaited<ReturnType<typeof buildConsole>>;
+let browser: Browser;
+const dialogs: string[] = [];
+
+beforeAll(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  built = await buildConsole();
+  gateway = await startConsoleGateway({ CONSOLE_DIR: built.dir });
+  // launch() gives the browser a fresh temporary profile of its own and removes it on close.
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}, 90_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await gateway?.close();
+  built?.remove();
+});
+
+/** A fresh browser profile (own cookies) that records CSP violations, alerts and page errors. */
+async function newContext(viewport = WIDTHS.desktop): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext({ viewport, permissions: ['clipboard-read', 'clipboard-write'] });
+  // Init scripts come in through DevTools, not the page, so the CSP does not stop them.
+  await context.addInitScript({ path: require.resolve('axe-core/axe.min.js') });
+  await context.addInitScript(() => {
+    const w = window as unknown as { cspViolations: string[] };
+    w.cspViolations = [];
+    document.addEventListener('securitypolicyviolation', (e) =>
+      w.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`),
+    );
+  });
+  const page = await context.newPage();
+  page.on('dialog', (dialog) => {
+    dialogs.push(dialog.message());
+    void dialog.dismiss();
+  });
+  page.on('pageerror', (err) => dialogs.push(`pageerror: ${err.message}`));
+  return { context, page };
+}
+
+async function signIn(page: Page, token: string): Promise<void> {
+  await page.goto(`${gateway.baseUrl}/console/`);
+  await page.getByLabel('Admin token or organization admin key').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign out' }).waitFor();
+}
+
+async function signOut(page: Page): Promise<void> {
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByRole('button', { name: 'Sign in' }).waitFor();
+}
+
+/** Creates a key on the keys page and returns its secret, read from the once-only panel. */
+async function createKey(page: Page, name: string, role: 'standard' | 'admin'): Promise<string> {
+  await page.getByLabel('Name (optional)').fill(name);
+  await page.getByLabel('Role').selectOption(role);
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const secret = page.locator('#new-key-value');
+  await secret.waitFor();
+  const key = await secret.inputValue();
+  await page.getByRole('button', { name: 'Copy key' }).click();
+  await page.getByRole('button', { name: 'Copied' }).waitFor();
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(key);
+  await page.getByRole('button', { name: 'Done, I stored it' }).click();
+  await expect(page.locator('#new-key-value').count()).resolves.toBe(0);
+  return key;
+}
+
+async function cspViolations(page: Page): Promise<string[]> {
+  return page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations);
+}
+
+describe('the console in chromium', () => {
+  it('operator → organization and admin key → org admin → key → openai SDK → usage chart → revoke → 401', async () => {
+    const { context, page } = await newContext();
+    await signIn(page, ADMIN_TOKEN);
+    await page.getByRole('heading', { name: 'Organizations', level: 1 }).waitFor();
+
+    // Create an organization whose name is hostile markup: it must render as text.
+    await page.getByLabel('Name', { exact: true }).fill(HOSTILE);
+    await page.getByLabel('Requests per minute').fill('-1');
+    await page.getByRole('button', { name: 'Create organization' }).click();
+    // The form checks with the API's schema before sending anything.
+    await expect(page.locator('#requests-error').textContent()).resolves.toMatch(/>=\s*0/);
+    await page.getByLabel('Requests per minute').fill('100');
+    await page.getByRole('button', { name: 'Create organization' }).click();
+    const row = page.getByRole('row', { name: new RegExp(HOSTILE.replace(/[()]/g, '\\$&')) });
+    await row.waitFor();
+    expect(await page.locator('img[src="x"]').count()).toBe(0);
+    const orgs = await gateway.store.listOrganizations();
+    const org = orgs.find((o) => o.name === HOSTILE)!;
+    expect(org).toBeDefined();
+
+    await row.getByRole('link', { name: `Keys of ${HOSTILE}` }).click();
+    await page.getByRole('heading', { name: /API keys/, level: 1 }).waitFor();
+    const adminKey = await createKey(page, 'console admin', 'admin');
+    expect(adminKey).toMatch(/^tw-/);
+    await signOut(page);
+
+    // The organization admin signs in with that key and lands on its own keys.
+    await signIn(page, adminKey);
+    await page.getByText(`Admin of ${org.id}`).waitFor();
+    await page.getByRole('heading', { name: /API keys/, level: 1 }).waitFor();
+    const appKey = await createKey(page, 'app key', 'standard');
+    const keyRow = page.getByRole('row', { name: /app key/ });
+    await expect(keyRow.getByRole('cell').nth(3).textContent()).resolves.toBe('Never');
+    // The secret is gone from the page once dismissed.
+    expect(await page.content()).not.toContain(appKey);
+
+    const client = new OpenAI({ apiKey: appKey, baseURL: `${gateway.baseUrl}/v1`, maxRetries: 0 });
+    const reply = await client.chat.completions.create({
+      model: 'tollway/sim-chat',
+      messages: [{ role: 'user', content: 'Hello from the console test' }],
+      max_tokens: 8,
+    });
+    expect(reply.choices[0]?.message.content).toBeTruthy();
+
+    await page.getByRole('link', { name: 'Usage' }).click();
+    await page.getByRole('heading', { name: /Usage/, level: 1 }).waitFor();
+    // The page refreshes itself while open: the request shows up without a reload.
+    await page.getByTestId('total-requests').filter({ hasText: /^1$/ }).waitFor({ timeout: 15_000 });
+    const chart = page.getByRole('figure', { name: /Requests per minute: 1 requests in the last hour/ });
+    await chart.waitFor();
+    await expect(chart.locator('canvas').count()).resolves.toBe(1);
+    await page.getByRole('row', { name: /tollway\/sim-chat/ }).waitFor();
+    await page.screenshot({ path: path.join(ARTIFACTS, 'usage-with-traffic-desktop.png'), fullPage: true });
+
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await expect(keyRow.getByRole('cell').nth(3).textContent()).resolves.not.toBe('Never');
+    await keyRow.getByRole('button', { name: /Revoke key/ }).click();
+    const confirm = page.getByRole('dialog', { name: 'Revoke key' });
+    await confirm.waitFor();
+    await confirm.getByRole('button', { name: 'Revoke key' }).click();
+    await keyRow.getByText(/^Revoked/).waitFor();
+    await page
+      .locator('#announcer')
+      .filter({ hasText: /revoked/ })
+      .waitFor();
+
+    // Revocation reaches the gateway's key cache at once (pub/sub), well within a second.
+    const deadline = Date.now() + 1000;
+    let status = 0;
+    while (Date.now() < deadline) {
+      const err = await client.models.list().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      if (err instanceof OpenAI.AuthenticationError) {
+        status = err.status;
+        break;
+      }
+    }
+    expect(status).toBe(401);
+    await expect(
+      client.chat.completions.create({ model: 'tollway/sim-chat', messages: [{ role: 'user', content: 'again' }] }),
+    ).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+
+    expect(await cspViolations(page)).toEqual([]);
+    expect(dialogs).toEqual([]);
+    await context.close();
+  });
+
+  it('shows an organization admin nothing of another organization, through the page or its API calls', async () => {
+    const mine = await gateway.store.createOrganization({ name: 'Mine', budgets: ROOMY_BUDGETS, credit: 1 });
+    const theirs = await gateway.store.createOrganization({
+      name: 'Their secret org',
+      budgets: ROOMY_BUDGETS,
+      credit: 1,
+    });
+    const theirKey = await gateway.store.createKey(theirs.id, 'their-secret-key-name');
+    const admin = await gateway.store.createKey(mine.id, 'admin', 'admin');
+    const { context, page } = await newContext();
+    await signIn(page, admin!.key);
+
+    // The organizations list is the operator's: an org admin is taken to its own keys.
+    await page.goto(`${gateway.baseUrl}/console/#/organizations`);
+    await page.getByText(`Admin of ${mine.id}`).waitFor();
+    await page.getByRole('heading', { name: /API keys/, level: 1 }).waitFor();
+    expect(await page.getByRole('link', { name: 'Organizations' }).count()).toBe(0);
+
+    for (const view of ['keys', 'usage']) {
+      await page.goto(`${gateway.baseUrl}/console/#/organizations/${theirs.id}/${view}`);
+      await page
+        .getByRole('alert')
+        .filter({ hasText: `No organization '${theirs.id}'` })
+        .first()
+        .waitFor();
+      const text = await page.locator('main').innerText();
+      expect(text).not.toContain('Their secret org');
+      expect(text).not.toContain('their-secret-key-name');
+      expect(text).not.toContain(theirKey!.last4);
+    }
+    // The page's own session cannot be talked into it either: the API answers 404 / 403.
+    const answers = await page.evaluate(async (id) => {
+      const session = await (await fetch('/console/api/session')).json();
+      const headers = { 'x-csrf-token': session.csrf_token, 'content-type': 'application/json' };
+      return Promise.all([
+        fetch(`/admin/v1/organizations/${id}/keys`).then((r) => r.status),
+        fetch(`/admin/v1/organizations/${id}/keys`, { method: 'POST', headers, body: '{}' }).then((r) => r.status),
+        fetch('/admin/v1/organizations').then((r) => r.status),
+        fetch(`/admin/v1/organizations/${id}`, { method: 'PATCH', headers, body: '{"credit_top_up":5}' }).then(
+          (r) => r.status,
+        ),
+      ]);
+    }, theirs.id);
+    expect(answers).toEqual([404, 404, 403, 404]);
+    expect(await cspViolations(page)).toEqual([]);
+    await context.close();
+  });
+
+  it('passes axe-core (no serious or critical violation) on every page, at phone and desktop widths', async () => {
+    const org = await gateway.store.createOrganization({ name: 'Accessible org', budgets: ROOMY_BUDGETS, credit: 3 });
+    await gateway.store.createKey(org.id, 'a key');
+    const admin = await gateway.store.createKey(org.id, 'a11y admin', 'admin');
+    const pages: Array<{ name: string; token: string | null; hash: string; ready: (p: Page) => Promise<unknown> }> = [
+      { name: 'sign-in', token: null, hash: '', ready: (p) => p.getByRole('button', { name: 'Sign in' }).waitFor() },
+      {
+        name: 'organizations',
+        token: ADMIN_TOKEN,
+        hash: '#/organizations',
+        ready: (p) => p.getByRole('row', { name: /Accessible org/ }).waitFor(),
+      },
+      {
+        name: 'keys',
+        token: ADMIN_TOKEN,
+        hash: `#/organizations/${org.id}/keys`,
+        ready: (p) => p.getByRole('row', { name: /a key/ }).waitFor(),
+      },
+      {
+        name: 'usage',
+        token: ADMIN_TOKEN,
+        hash: `#/organizations/${org.id}/usage`,
+        ready: (p) => p.getByRole('heading', { name: 'Spend per model' }).waitFor(),
+      },
+      { name: 'models', token: ADMIN_TOKEN, hash: '#/models', ready: (p) => p.getByText(/1 of 1 healthy/).waitFor() },
+      {
+        name: 'org-admin-keys',
+        token: admin!.key,
+        hash: `#/organizations/${org.id}/keys`,
+        ready: (p) => p.getByRole('row', { name: /a key/ }).waitFor(),
+      },
+      {
+        name: 'revoke-dialog',
+        token: ADMIN_TOKEN,
+        hash: `#/organizations/${org.id}/keys`,
+        ready: async (p) => {
+          await p
+            .getByRole('row', { name: /a key/ })
+            .getByRole('button', { name: /Revoke key/ })
+            .click();
+          await p.getByRole('dialog', { name: 'Revoke key' }).waitFor();
+        },
+      },
+    ];
+    const failures: string[] = [];
+    for (const [widthName, viewport] of Object.entries(WIDTHS)) {
+      for (const token of [null, ADMIN_TOKEN, admin!.key]) {
+        const { context, page } = await newContext(viewport);
+        if (token) await signIn(page, token);
+        for (const entry of pages.filter((p) => p.token === token)) {
+          await page.goto(`${gateway.baseUrl}/console/${entry.hash}`);
+          await entry.ready(page);
+          const violations = await page.evaluate(async () => {
+            const axe = (window as unknown as { axe: { run: (ctx: Document, opts: object) => Promise<AxeResult> } })
+              .axe;
+            const result = await axe.run(document, { resultTypes: ['violations'] });
+            return result.violations
+              .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+              .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+          });
+          failures.push(...violations.map((v) => `${entry.name} @ ${widthName}: ${v}`));
+          await page.screenshot({ path: path.join(ARTIFACTS, `${entry.name}-${widthName}.png`), fullPage: true });
+          // Nothing overflows the viewport sideways at phone width except inside the scrollable tables.
+          const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+          expect(overflow).toBeLessThanOrEqual(0);
+        }
+        expect(await cspViolations(page)).toEqual([]);
+        await context.close();
+      }
+    }
+    expect(failures).toEqual([]);
+  });
+});
+
+interface AxeResult {
+  violations: Array<{ id: string; impact: string | null; nodes: Array<{ target: string[] }> }>;
+}
