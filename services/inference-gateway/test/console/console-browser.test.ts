@@ -50,11 +50,10 @@ async function newContext(viewport = WIDTHS.desktop): Promise<{ context: Browser
   // Init scripts come in through DevTools, not the page, so the CSP does not stop them.
   await context.addInitScript({ path: require.resolve('axe-core/axe.min.js') });
   await context.addInitScript(() => {
-    const w = window as unknown as { cspViolations: string[] };
-    w.cspViolations = [];
-    document.addEventListener('securitypolicyviolation', (e) =>
-      w.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`),
-    );
+    window.cspViolations = [];
+    document.addEventListener('securitypolicyviolation', (e) => {
+      window.cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`);
+    });
   });
   const page = await context.newPage();
   page.on('dialog', (dialog) => {
@@ -94,7 +93,7 @@ async function createKey(page: Page, name: string, role: 'standard' | 'admin'): 
 }
 
 async function cspViolations(page: Page): Promise<string[]> {
-  return page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations);
+  return page.evaluate(() => window.cspViolations);
 }
 
 describe('the console in chromium', () => {
@@ -219,7 +218,7 @@ describe('the console in chromium', () => {
     }
     // The page's own session cannot be talked into it either: the API answers 404 / 403.
     const answers = await page.evaluate(async (id) => {
-      const session = await (await fetch('/console/api/session')).json();
+      const session = (await (await fetch('/console/api/session')).json()) as { csrf_token: string };
       const headers = { 'x-csrf-token': session.csrf_token, 'content-type': 'application/json' };
       return Promise.all([
         fetch(`/admin/v1/organizations/${id}/keys`).then((r) => r.status),
@@ -288,9 +287,7 @@ describe('the console in chromium', () => {
           await page.goto(`${gateway.baseUrl}/console/${entry.hash}`);
           await entry.ready(page);
           const violations = await page.evaluate(async () => {
-            const axe = (window as unknown as { axe: { run: (ctx: Document, opts: object) => Promise<AxeResult> } })
-              .axe;
-            const result = await axe.run(document, { resultTypes: ['violations'] });
+            const result = await window.axe.run(document, { resultTypes: ['violations'] });
             return result.violations
               .filter((v) => v.impact === 'serious' || v.impact === 'critical')
               .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
@@ -312,3 +309,20 @@ describe('the console in chromium', () => {
 interface AxeResult {
   violations: Array<{ id: string; impact: string | null; nodes: Array<{ target: string[] }> }>;
 }
+
+// The functions handed to page.evaluate run in the browser. This project is typed for Node, without
+// the DOM library (which would change the types of fetch and Headers everywhere), so the few
+// browser globals they use are declared here, for this module only.
+declare const window: {
+  cspViolations: string[];
+  axe: { run: (context: unknown, options: object) => Promise<AxeResult> };
+  innerWidth: number;
+};
+declare const document: {
+  addEventListener(
+    type: 'securitypolicyviolation',
+    listener: (e: { violatedDirective: string; blockedURI: string }) => void,
+  ): void;
+  documentElement: { scrollWidth: number };
+};
+declare const navigator: { clipboard: { readText(): Promise<string> } };
