@@ -349,8 +349,15 @@ describe('static keys beside organization keys', () => {
       keyId: 'config-key-0',
     });
     expect(await wiring.authenticator.authenticate(orgShaped)).toEqual({ orgId: 'config', keyId: 'config-key-1' });
-    expect(await wiring.authenticator.authenticate(created.key)).toEqual({ orgId: o.id, keyId: created.id });
+    expect(await wiring.authenticator.authenticate(created.key)).toEqual({
+      orgId: o.id,
+      keyId: created.id,
+      role: 'standard',
+    });
     expect(await wiring.authenticator.authenticate(`tw-${'x'.repeat(43)}`)).toBeNull();
+    // Admin keys manage an organization; they do not call models.
+    const admin = (await store.createKey(o.id, 'admin', 'admin'))!;
+    expect(await wiring.authenticator.authenticate(admin.key)).toBeNull();
     await wiring.close();
   });
 });
