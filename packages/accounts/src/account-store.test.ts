@@ -131,3 +131,36 @@ describe('usage', () => {
     expect((await store.getUsage(org.id))?.totals.requests).toBe(2);
   });
 });
+
+describe('bucket balances', () => {
+  it('are full for an unused organization, refilled to now, and count what live slices hold', async () => {
+    const org = await store.createOrganization({
+      name: 'Balances',
+      budgets: { requests: 60, input_tokens: 6000, output_tokens: 600 },
+      credit: 1,
+    });
+    expect(await store.getBucketBalances(org.id)).toEqual({
+      requests: { limit: 60, remaining: 60 },
+      input_tokens: { limit: 6000, remaining: 6000 },
+      output_tokens: { limit: 600, remaining: 600 },
+    });
+    // 30 s ago: 10 requests and 1000 input tokens left; a minute's budget refills in a minute.
+    await redis.hset(`${prefix}{org:${org.id}}:buckets`, {
+      requests: 10,
+      'requests:ts': nowMs - 30_000,
+      input_tokens: 1000,
+      'input_tokens:ts': nowMs - 30_000,
+    });
+    // A live slice holds 5 requests and 100 output tokens; an expired one holds nothing any more.
+    await redis.hset(`${prefix}{org:${org.id}}:slices`, {
+      live: `5|0|100|0.1|${nowMs + 1000}`,
+      expired: `50|50|50|1|${nowMs - 1}`,
+    });
+    expect(await store.getBucketBalances(org.id)).toEqual({
+      requests: { limit: 60, remaining: 10 + 30 + 5 },
+      input_tokens: { limit: 6000, remaining: 1000 + 3000 },
+      output_tokens: { limit: 600, remaining: 600 },
+    });
+    expect(await store.getBucketBalances('missing-org')).toBeNull();
+  });
+});

@@ -66,6 +66,23 @@ describe('createKeyAuthenticator', () => {
     expect(count() - before).toBe(1);
   });
 
+  it("records a key's last use, at most once a minute per process, into a live key only", async () => {
+    const auth = authenticator();
+    await auth.ready();
+    const org = await store.createOrganization({ name: 'Last used', budgets, credit: 1 });
+    const created = (await store.createKey(org.id))!;
+    expect((await store.getKey(created.id))?.last_used_at).toBeNull();
+    const before = Math.floor(Date.now() / 1000);
+    expect(await auth.authenticate(created.key)).not.toBeNull();
+    let lastUsed: number | null = null;
+    for (let i = 0; i < 50 && lastUsed === null; i++) {
+      lastUsed = (await store.getKey(created.id))?.last_used_at ?? null;
+      if (lastUsed === null) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(lastUsed).toBeGreaterThanOrEqual(before);
+    expect(lastUsed).toBeLessThanOrEqual(Math.floor(Date.now() / 1000));
+  });
+
   it('serves repeated lookups from the cache', async () => {
     const { client, count } = countingRedis();
     const auth = createKeyAuthenticator({ redis: client, prefix, cacheTtlMs: 60_000 });

@@ -98,6 +98,23 @@ describe('tollway CLI', () => {
     expect(missing?.code).toBe(1);
   });
 
+  it('keys create --role admin makes a console admin key; an unknown role is refused', async () => {
+    const org = await store.createOrganization({
+      name: 'Roles',
+      budgets: { requests: 1, input_tokens: 1, output_tokens: 1 },
+      credit: 1,
+    });
+    const [admin, bogus] = await run(
+      ['keys', 'create', org.id, '--role', 'admin'],
+      ['keys', 'create', org.id, '--role', 'root'],
+    );
+    const created = json(admin) as { id: string; key: string; role: string };
+    expect(created.role).toBe('admin');
+    expect(await authenticator.authenticate(created.key)).toEqual({ orgId: org.id, keyId: created.id, role: 'admin' });
+    expect(bogus).toMatchObject({ code: 1, err: "--role must be standard or admin, not 'root'.\n" });
+    expect(await store.listKeys(org.id)).toHaveLength(1);
+  });
+
   it('usage shows what settlement recorded', async () => {
     const org = await store.createOrganization({
       name: 'U',
