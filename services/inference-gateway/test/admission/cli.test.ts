@@ -41,6 +41,11 @@ const json = (result: Result | undefined): unknown => {
   return JSON.parse(result!.out);
 };
 
+/** An organization with the smallest budgets, for the key commands. */
+function smallOrg(name: string) {
+  return store.createOrganization({ name, budgets: { requests: 1, input_tokens: 1, output_tokens: 1 }, credit: 1 });
+}
+
 describe('tollway CLI', () => {
   it('orgs create / update / get / list / delete, and refusals with exit code 1', async () => {
     const id = `cli-${randomUUID().slice(0, 8)}`;
@@ -73,11 +78,7 @@ describe('tollway CLI', () => {
   });
 
   it('keys create prints a working key once; keys list redacts; keys revoke stops it', async () => {
-    const org = await store.createOrganization({
-      name: 'K',
-      budgets: { requests: 1, input_tokens: 1, output_tokens: 1 },
-      credit: 1,
-    });
+    const org = await smallOrg('K');
     const [createdResult, listedResult] = await run(
       ['keys', 'create', org.id, '--name', 'ops'],
       ['keys', 'list', org.id],
@@ -99,11 +100,7 @@ describe('tollway CLI', () => {
   });
 
   it('keys create --role admin makes a console admin key; an unknown role is refused', async () => {
-    const org = await store.createOrganization({
-      name: 'Roles',
-      budgets: { requests: 1, input_tokens: 1, output_tokens: 1 },
-      credit: 1,
-    });
+    const org = await smallOrg('Roles');
     const [admin, bogus] = await run(
       ['keys', 'create', org.id, '--role', 'admin'],
       ['keys', 'create', org.id, '--role', 'root'],
