@@ -7,13 +7,13 @@
 // p99), with wrk. Every point is measured in each of `--rounds` rounds, the targets in a rotated
 // order per round, so a slow minute of a shared machine spreads over all of them; the table shows
 // the median of the rounds and, for rates, the range. The gateway runs as the default start
-// command runs it (`node dist/main.js`, no node flags) and its RSS is sampled throughout; its CPU
+// command runs it (the node flags of its package.json `start` script) and its RSS is sampled throughout; its CPU
 // time per request (from /proc) is printed too: it barely depends on other load. The goals of
 // issue 13 are checked from ratios within the run.
 // Usage: pnpm build && node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]
 //   --tsx runs the TypeScript sources instead of dist/ (RSS is then tsx's, not the start command's).
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import { Redis } from 'ioredis';
 import { BENCH_MODEL, createBenchOrgKey, deleteByPrefix, postChat, startChatRig } from './lib/chat-rig.mjs';
@@ -39,6 +39,15 @@ if (!haveWrk()) throw new Error('gateway-table needs wrk (apt-get install wrk)')
 if (useDist && !existsSync(new URL('../services/inference-gateway/dist/main.js', import.meta.url))) {
   throw new Error('services/inference-gateway/dist is missing: run `pnpm build` first (or pass --tsx)');
 }
+
+// The gateway starts as `pnpm --filter @tollway/inference-gateway start` starts it: the node
+// flags of that script (e.g. its young-generation size), nothing else.
+const START_SCRIPT = JSON.parse(
+  readFileSync(new URL('../services/inference-gateway/package.json', import.meta.url), 'utf8'),
+).scripts.start;
+const startFlags = /^node((?: --?[\w-]+(?:=\S+)?)*) dist\/main\.js$/.exec(START_SCRIPT);
+if (!startFlags) throw new Error(`cannot read the node flags of the start script: ${START_SCRIPT}`);
+const gatewayNodeFlags = startFlags[1].trim().split(' ').filter(Boolean);
 
 const bodyOf = (model, stream) =>
   JSON.stringify({
@@ -69,6 +78,7 @@ try {
       '      ignore_eos: true',
     ],
     gatewayEnv: { REDIS_URL: redisUrl, REDIS_PREFIX: PREFIX, API_KEYS: STATIC_KEY, ADMIN_TOKEN },
+    gatewayNodeFlags,
   });
   const { sim, gateway, engineUrl, gatewayUrl } = rig;
   const orgKey = await createBenchOrgKey(gateway.port, ADMIN_TOKEN);
@@ -97,7 +107,7 @@ try {
     { name: 'sse32', stream: true, connections: 32, targets: ['engine', 'governed', 'unmetered', 'inProcess'] },
   ];
   console.log(
-    `engine :${sim.port}  gateway :${gateway.port} (${useDist ? 'node dist/main.js, no node flags' : 'tsx'})  ` +
+    `engine :${sim.port}  gateway :${gateway.port} (${useDist ? `the start script: ${START_SCRIPT}` : 'tsx'})  ` +
       `wrk 1 thread, ${seconds} s per point, ${rounds} rounds, targets rotated per round; ${STREAM_TOKENS}-token JSON and SSE`,
   );
 
