@@ -55,23 +55,30 @@ const sim = new SimServer(
   MODEL,
 );
 const port = await sim.listen(0);
-const response = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
-  method: 'POST',
-  headers: { 'content-type': 'application/json' },
-  body: JSON.stringify({
-    model: MODEL,
-    messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
-    max_tokens: 16,
-    stream: true,
-    stream_options: { include_usage: true, continuous_usage_stats: true },
-  }),
-});
-const wire = Buffer.from(await response.arrayBuffer());
+/** The engine's bytes for a stream of `tokens` token chunks (plus the role and usage chunks). */
+async function wireOf(tokens) {
+  const response = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
+      max_tokens: tokens,
+      stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    }),
+  });
+  const bytes = Buffer.from(await response.arrayBuffer());
+  const chunks = bytes
+    .toString()
+    .split('\n\n')
+    .filter((frame) => frame.startsWith('data: {')).length;
+  return { bytes, chunks };
+}
+// 16 tokens as in the table bench; 80 to tell what one more chunk costs from what a stream costs.
+const short = await wireOf(16);
+const long = await wireOf(80);
 await sim.close();
-const chunksPerStream = wire
-  .toString()
-  .split('\n\n')
-  .filter((frame) => frame.startsWith('data: {')).length;
 
 const engine = new OpenAICompatibleEngine(
   MODEL,
@@ -104,7 +111,7 @@ class NullResponse {
 }
 
 /** One stream, as the gateway relays it: the engine's body arrives in one read. */
-async function relayOne(res) {
+async function relayOne(res, wire) {
   const replicaState = { ...replica };
   const body = {
     async *[Symbol.asyncIterator]() {
@@ -126,29 +133,41 @@ async function relayOne(res) {
 }
 
 const res = new NullResponse();
-for (let i = 0; i < 3000; i++) await relayOne(res); // JIT warm-up
+for (let i = 0; i < 3000; i++) await relayOne(res, i % 2 ? short.bytes : long.bytes); // JIT warm-up
 if (mode === 'time') {
   const started = process.hrtime.bigint();
-  for (let i = 0; i < streams; i++) await relayOne(res);
+  for (let i = 0; i < streams; i++) await relayOne(res, short.bytes);
   const ns = Number(process.hrtime.bigint() - started);
   console.log(
-    `  CPU per chunk                 ${(ns / (streams * chunksPerStream) / 1000).toFixed(2)} µs   (per stream ${(ns / streams / 1000).toFixed(1)} µs; wall clock, noisy on a shared machine)`,
+    `  CPU per chunk                 ${(ns / (streams * short.chunks) / 1000).toFixed(2)} µs   (per ${short.chunks}-chunk stream ${(ns / streams / 1000).toFixed(1)} µs; wall clock, noisy on a shared machine)`,
   );
   process.exit(0);
 }
 let gcs = 0;
 new PerformanceObserver((list) => (gcs += list.getEntries().length)).observe({ entryTypes: ['gc'] });
-global.gc();
-const before = process.memoryUsage();
-for (let i = 0; i < streams; i++) await relayOne(res);
-const after = process.memoryUsage();
+/** Heap and Buffer bytes allocated per stream of `wire`. */
+async function allocatedPerStream(wire) {
+  global.gc();
+  const before = process.memoryUsage();
+  for (let i = 0; i < streams; i++) await relayOne(res, wire);
+  const after = process.memoryUsage();
+  return {
+    heap: (after.heapUsed - before.heapUsed) / streams,
+    buffers: (after.arrayBuffers - before.arrayBuffers) / streams,
+  };
+}
+const perShort = await allocatedPerStream(short.bytes);
+const perLong = await allocatedPerStream(long.bytes);
 await new Promise((resolve) => setImmediate(resolve));
-if (gcs > 0) console.log(`warning: ${gcs} GC(s) ran while counting; the figures are low`);
-const chunks = streams * chunksPerStream;
-const heap = after.heapUsed - before.heapUsed;
-const buffers = after.arrayBuffers - before.arrayBuffers;
+if (gcs > 2) console.log(`warning: ${gcs - 2} GC(s) ran while counting; the figures are low`);
+const marginal = (perLong.heap - perShort.heap) / (long.chunks - short.chunks);
 console.log(
-  `relay hot path, ${streams} streams of ${chunksPerStream} JSON chunks (${wire.length} bytes each) relayed in process`,
+  `relay hot path in process: ${streams} streams of ${short.chunks} JSON chunks (${short.bytes.length} bytes), then of ${long.chunks}`,
 );
-console.log(`  heap allocated per chunk      ${(heap / chunks).toFixed(0)} bytes`);
-console.log(`  Buffers allocated per chunk   ${(buffers / chunks).toFixed(0)} bytes`);
+console.log(
+  `  heap allocated per ${short.chunks}-chunk stream  ${perShort.heap.toFixed(0)} bytes (${(perShort.heap / short.chunks).toFixed(0)} per chunk on average)`,
+);
+console.log(
+  `  heap allocated per extra chunk    ${marginal.toFixed(0)} bytes (the chunk's text is ${((long.bytes.length - short.bytes.length) / (long.chunks - short.chunks)).toFixed(0)} bytes, decoded once and written once)`,
+);
+console.log(`  Buffers allocated per stream     ${perShort.buffers.toFixed(0)} bytes`);

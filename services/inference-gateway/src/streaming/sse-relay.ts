@@ -57,7 +57,7 @@ export async function relayStream(
     if (signal.aborted) return { outcome: 'aborted', usage: normaliser.settledUsage() };
     out.length = 0;
     normaliser.finish(out);
-    res.end(frames(out) + DONE_FRAME);
+    res.end(frames(out, DONE_FRAME));
     return { outcome: 'done', usage: normaliser.settledUsage() };
   } catch (err) {
     if (signal.aborted || err instanceof EngineAbortedError)
@@ -89,17 +89,20 @@ export function streamErrorEvent(err: unknown): {
 }
 
 /**
- * The SSE text of a batch, built by one join: the socket needs the text flat, and join writes it
- * flat at once, where concatenating frame by frame would leave three string pieces per chunk for
- * the write to copy again. Replaces the batch's chunk objects by their JSON text.
+ * The SSE text of a batch, then `tail`, built by one join: the socket needs the text flat, and join
+ * writes it flat at once, where concatenating frame by frame (or wrapping the joined text) leaves
+ * string pieces for the write to copy again. Replaces the batch's items by their frame text.
  */
-function frames(items: StreamItem[]): string {
-  if (items.length === 0) return '';
-  for (let i = 0; i < items.length; i++) {
+function frames(items: StreamItem[], tail = ''): string {
+  const last = items.length - 1;
+  if (last < 0) return tail;
+  for (let i = 0; i <= last; i++) {
     const item = items[i] as StreamItem;
     if (typeof item !== 'string') items[i] = item[RAW_JSON] ?? JSON.stringify(item);
   }
-  return `data: ${items.join(FRAME_SEPARATOR)}\n\n`;
+  items[0] = `data: ${items[0] as string}`;
+  items[last] = `${items[last] as string}\n\n${tail}`;
+  return items.join(FRAME_SEPARATOR);
 }
 
 /**
