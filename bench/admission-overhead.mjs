@@ -15,6 +15,8 @@ import http from 'node:http';
 import { Redis } from 'ioredis';
 import {
   BENCH_MODEL,
+  createBenchOrgKey,
+  deleteByPrefix,
   describeLoadGenerator,
   fmtMs,
   latencyAtOneConnection,
@@ -62,12 +64,7 @@ try {
   });
   ({ gateway } = rig);
   // Budgets large enough never to refuse during the run: every check still runs.
-  const org = await admin('POST', '/organizations', {
-    name: 'bench',
-    budgets: { requests: 100_000_000, input_tokens: 10_000_000_000, output_tokens: 10_000_000_000 },
-    credit: 1_000_000,
-  });
-  const { key: orgKey } = await admin('POST', `/organizations/${org.id}/keys`, { name: 'bench' });
+  const orgKey = await createBenchOrgKey(gateway.port, ADMIN_TOKEN);
 
   const stopRss = sampleRss(gateway.child.pid);
   const { engineUrl, gatewayUrl } = rig;
@@ -143,18 +140,8 @@ try {
   console.log(`\nRSS of the gateway, peak under load: ${(peak / 1024 / 1024).toFixed(1)} MB`);
 } finally {
   await rig?.stop();
-  await deleteByPrefix(PREFIX);
+  await deleteByPrefix(redis, PREFIX);
   redis.disconnect();
-}
-
-async function admin(method, path, payload) {
-  const res = await fetch(`http://127.0.0.1:${gateway.port}/admin/v1${path}`, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify(payload),
-  });
-  if (!res.ok) throw new Error(`admin ${method} ${path}: ${res.status} ${await res.text()}`);
-  return res.json();
 }
 
 function printRoundTrips(label, { counts, requests }) {
@@ -196,13 +183,4 @@ function scriptOf(args) {
   if (keys.some((key) => key.includes(':usage:'))) return 'settle';
   if (keys.length > 0 && keys.every((key) => /:(org|buckets|slices|leases)$/.test(key))) return 'return or settle';
   return 'other';
-}
-
-async function deleteByPrefix(prefix) {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
 }

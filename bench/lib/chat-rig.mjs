@@ -17,10 +17,18 @@ const gatewayDir = join(root, 'services/inference-gateway');
 /**
  * Starts the instant simulated engine and a gateway in front of it.
  * `useDist` runs the compiled services; `simArgs` adds engine flags; `modelLines` adds catalog
- * lines to the model (e.g. `capacity: 100`); `gatewayEnv` and `gatewayNodeFlags` go to the gateway.
+ * lines to the model (e.g. `capacity: 100`); `extraCatalogLines` adds other models (catalog lines
+ * under `models:`); `gatewayEnv` and `gatewayNodeFlags` go to the gateway.
  * Returns `{ sim, gateway, engineUrl, gatewayUrl, stop() }`.
  */
-export async function startChatRig({ useDist, simArgs = [], modelLines = [], gatewayEnv = {}, gatewayNodeFlags = [] }) {
+export async function startChatRig({
+  useDist,
+  simArgs = [],
+  modelLines = [],
+  extraCatalogLines = [],
+  gatewayEnv = {},
+  gatewayNodeFlags = [],
+}) {
   const entry = (ts, js) => join(gatewayDir, useDist ? js : ts);
   const work = mkdtempSync(join(tmpdir(), 'tollway-bench-'));
   let sim;
@@ -47,6 +55,7 @@ export async function startChatRig({ useDist, simArgs = [], modelLines = [], gat
         '      kind: openai-compatible',
         '      replicas:',
         `        - base_url: http://127.0.0.1:${sim.port}/v1`,
+        ...extraCatalogLines,
         '',
       ].join('\n'),
     );
@@ -160,4 +169,37 @@ export async function throughput(url, body, key, connections, seconds, { warmup 
 /** Milliseconds with three decimals. */
 export function fmtMs(ms) {
   return ms.toFixed(3);
+}
+
+/**
+ * Creates an organization with budgets and credit too large to refuse during a bench (every
+ * check still runs) and a key for it, through the admin API at `gatewayPort`. Resolves the key.
+ */
+export async function createBenchOrgKey(gatewayPort, adminToken) {
+  const admin = async (path, payload) => {
+    const res = await fetch(`http://127.0.0.1:${gatewayPort}/admin/v1${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify(payload),
+    });
+    if (!res.ok) throw new Error(`admin POST ${path}: ${res.status} ${await res.text()}`);
+    return res.json();
+  };
+  const org = await admin('/organizations', {
+    name: 'bench',
+    budgets: { requests: 100_000_000, input_tokens: 10_000_000_000, output_tokens: 10_000_000_000 },
+    credit: 1_000_000,
+  });
+  const { key } = await admin(`/organizations/${org.id}/keys`, { name: 'bench' });
+  return key;
+}
+
+/** Deletes every key under `prefix` with the ioredis client `redis`. */
+export async function deleteByPrefix(redis, prefix) {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.del(...keys);
+  } while (cursor !== '0');
 }

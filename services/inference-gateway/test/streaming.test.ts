@@ -54,6 +54,7 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
   const fake = new FakeEngine();
   let sim: SimServer;
   let reasoner: SimServer;
+  let instant: SimServer;
   let gateway: GatewayHarness;
   const admission = new RecordingAdmission();
   const stream = async (body: Record<string, unknown>) => {
@@ -71,12 +72,15 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
     await fake.start();
     const plain = await startSim({ time_to_first_token_ms: 1, time_per_output_token_ms: 1 });
     const thinking = await startSim({ reasoning: true });
+    const atOnce = await startSim({ time_to_first_token_ms: 0, time_per_output_token_ms: 0, ignore_eos: true });
     sim = plain.sim;
     reasoner = thinking.sim;
+    instant = atOnce.sim;
     gateway = await startGateway(
       catalogModels([
         httpModel('sim/chat', [plain.baseUrl]),
         httpModel('sim/reasoner', [thinking.baseUrl]),
+        httpModel('sim/instant', [atOnce.baseUrl]),
         {
           ...httpModel('fake/odd', []),
           engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: 'odd-stream' }] },
@@ -102,6 +106,29 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
     await fake.close();
     await sim.close();
     await reasoner.close();
+    await instant.close();
+  });
+
+  /** The usage the relayed stream was settled with, once it was. */
+  const settledUsageOf = async (ticket: number) => {
+    await admission.allClosed();
+    return admission.tickets[ticket]?.settled;
+  };
+
+  it.each([
+    ['one token per read, over several turns', 'sim/chat'],
+    ['the whole stream at once, in one or two reads (one socket write to the client)', 'sim/instant'],
+  ])('a relayed stream is whole and billed exactly what the engine reported: %s', async (_name, model) => {
+    const before = admission.tickets.length;
+    const chunks = expectSixRules((await stream({ model, max_tokens: 16 })).raw);
+    const tokens = chunks.filter((chunk) => chunk.choices.some((choice) => choice.delta.content !== undefined));
+    expect(tokens.map((chunk) => chunk.choices[0]?.delta.content).filter((text) => text !== '')).toHaveLength(16);
+    const totals = chunks.at(-1)?.usage;
+    expect(totals?.completion_tokens).toBe(16);
+    expect(await settledUsageOf(before)).toEqual([
+      { prompt_tokens: totals?.prompt_tokens, completion_tokens: totals?.completion_tokens },
+    ]);
+    expect(admission.tickets[before]?.released).toBe(0);
   });
 
   it.each([

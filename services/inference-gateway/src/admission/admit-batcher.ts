@@ -45,13 +45,13 @@ export class AdmitBatcher {
   private scheduled = false;
 
   /**
-   * `leading`: sources of calls written ahead of each batch of admissions (quota returns, queued
-   * settlements), asked in order at every flush; null when they have nothing.
+   * `leading`: the calls written ahead of each batch of admissions (quota returns, queued
+   * settlements), asked at every flush; `alone` is true when no admission goes with them (a kick).
    */
   constructor(
     private readonly redis: Redis,
     private readonly now: () => number,
-    private readonly leading: ReadonlyArray<() => LeadingCall | null> = [],
+    private readonly leading: (alone: boolean) => LeadingCall[] = () => [],
     private readonly policy: SlicePolicy = { fraction: 0, minimum: 1, ttlMs: 1 },
     private readonly maxBatch = 200,
   ) {}
@@ -75,11 +75,7 @@ export class AdmitBatcher {
     this.scheduled = false;
     const queued = this.queue;
     this.queue = [];
-    const leading: LeadingCall[] = [];
-    for (const source of this.leading) {
-      const call = source();
-      if (call) leading.push(call);
-    }
+    const leading = this.leading(queued.length === 0);
     const batches: Pending[][] = [];
     for (let start = 0; start < queued.length; start += this.maxBatch) {
       batches.push(queued.slice(start, start + this.maxBatch));

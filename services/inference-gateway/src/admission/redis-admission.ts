@@ -95,7 +95,7 @@ export class RedisAdmission implements Admission {
     this.admissions = new AdmitBatcher(
       this.redis,
       this.now,
-      [() => this.takeReturns(), () => this.settlements.take()],
+      (alone) => this.leadingCalls(alone),
       local ? { fraction: local.fraction, minimum: local.minimum, ttlMs: local.ttlMs } : undefined,
     );
 
@@ -172,6 +172,22 @@ export class RedisAdmission implements Admission {
       this.subscriber.unsubscribe(this.keys.orgChangeChannel()).catch(() => undefined);
     }
     await this.settlements.drain();
+  }
+
+  /**
+   * What goes to Redis ahead of a batch of admissions, or alone on a kick: quota to give back, then
+   * queued settlements. Spend and usage of locally admitted requests go along whenever something
+   * goes anyway (and always with a slice's return, so its spend reaches Redis before its allowance
+   * is freed); a kick with nothing else to send leaves them for their accounting delay, since a
+   * write of its own costs the requests in flight at that moment (see README, "The tail").
+   */
+  private leadingCalls(alone: boolean): LeadingCall[] {
+    const calls: LeadingCall[] = [];
+    const returns = this.takeReturns();
+    if (returns) calls.push(returns);
+    const settlements = this.settlements.take(alone && !returns);
+    if (settlements) calls.push(settlements);
+    return calls;
   }
 
   /** The return script call for what LocalQuota gives back; null when nothing. */

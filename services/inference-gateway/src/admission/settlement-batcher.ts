@@ -37,7 +37,8 @@ export interface SettlementBatcherOptions {
   maxBatch?: number;
   /**
    * How long a settlement that only records spend and usage (no lease to free, no bucket to
-   * refund: a request admitted from a quota slice) may wait for company, ms; default 50.
+   * refund: a request admitted from a quota slice) may wait for company, ms; default 1000. Its
+   * slice's allowance covers the spend meanwhile, and it leaves with the slice's return at the latest.
    */
   accountingDelayMs?: number;
 }
@@ -104,7 +105,7 @@ export class SettlementBatcher {
     this.now = options.now;
     this.logger = options.logger;
     this.maxBatch = options.maxBatch ?? 500;
-    this.accountingDelayMs = options.accountingDelayMs ?? 50;
+    this.accountingDelayMs = options.accountingDelayMs ?? 1000;
   }
 
   /**
@@ -147,13 +148,19 @@ export class SettlementBatcher {
     });
   }
 
-  /** Takes the oldest queued batch as one script call; null when none is queued. */
-  take(): SettlementCall | null {
+  /**
+   * Takes the oldest queued batch as one script call; null when none is queued, or, with
+   * `urgentOnly`, when only spend-only settlements within their accounting delay are.
+   */
+  take(urgentOnly = false): SettlementCall | null {
     let batch = this.full.shift();
     if (!batch) {
-      if (!this.open) return null;
+      if (!this.open || (urgentOnly && !this.open.urgent)) return null;
       batch = this.open;
       this.open = null;
+      // Its accounting delay is over: the next spend-only settlement starts a delay of its own.
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = null;
     }
     const taken = batch;
     const { keys, args } = this.encode(taken);

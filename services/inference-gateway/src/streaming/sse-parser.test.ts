@@ -18,6 +18,11 @@ describe('SseParser', () => {
     expect(parser.push(euro.slice(7))).toEqual(['€\nx']);
   });
 
+  it('joins three data lines, and starts the next event afresh', () => {
+    const parser = new SseParser();
+    expect(parser.push(bytes('data: a\ndata: b\ndata: c\n\ndata: d\n\n'))).toEqual(['a\nb\nc', 'd']);
+  });
+
   it('returns an event left open at the end', () => {
     const parser = new SseParser();
     expect(parser.push(bytes('data: {"c":3}'))).toEqual([]);

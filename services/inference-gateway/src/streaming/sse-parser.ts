@@ -1,16 +1,21 @@
+const STREAM = Object.freeze({ stream: true });
+
 /**
  * Incremental Server-Sent Events parser for engine streams: feed it bytes as they arrive, get
  * back the `data` payloads of every event completed so far. Follows the SSE line rules (LF or
  * CRLF, multi-line data joined by "\n", comments and other fields ignored).
+ * Runs once per relayed chunk: an event's data is one slice of the text read, and nothing else is
+ * allocated for it (engines send one `data:` line per event; several lines take an array).
  */
 export class SseParser {
   private readonly decoder = new TextDecoder();
   private pending = '';
-  private data: string[] = [];
+  /** The event's data so far: null (none), one line, or several lines. */
+  private data: string | string[] | null = null;
 
   /** Adds bytes; returns the payloads of the events they completed. */
   push(bytes: Uint8Array): string[] {
-    const text = this.pending + this.decoder.decode(bytes, { stream: true });
+    const text = this.pending + this.decoder.decode(bytes, STREAM);
     const events: string[] = [];
     let start = 0;
     for (let nl = text.indexOf('\n', start); nl !== -1; nl = text.indexOf('\n', start)) {
@@ -27,17 +32,13 @@ export class SseParser {
     const events: string[] = [];
     if (this.pending.length > 0) this.line(this.pending, 0, this.pending.length, events);
     this.pending = '';
-    if (this.data.length > 0) events.push(this.data.join('\n'));
-    this.data = [];
+    this.dispatch(events);
     return events;
   }
 
   private line(text: string, start: number, end: number, events: string[]): void {
     if (start === end) {
-      if (this.data.length > 0) {
-        events.push(this.data.length === 1 ? (this.data[0] as string) : this.data.join('\n'));
-        this.data = [];
-      }
+      this.dispatch(events);
       return;
     }
     // "data:" — the only field the gateway needs; "event:", "id:", "retry:" and ":comments" are skipped.
@@ -50,7 +51,17 @@ export class SseParser {
       text.charCodeAt(start + 4) === 58
     ) {
       const from = text.charCodeAt(start + 5) === 32 ? start + 6 : start + 5;
-      this.data.push(text.slice(from, end));
+      const line = text.slice(from, end);
+      if (this.data === null) this.data = line;
+      else if (typeof this.data === 'string') this.data = [this.data, line];
+      else this.data.push(line);
     }
+  }
+
+  /** Ends the event: its data joins `events`, if it had any. */
+  private dispatch(events: string[]): void {
+    if (this.data === null) return;
+    events.push(typeof this.data === 'string' ? this.data : this.data.join('\n'));
+    this.data = null;
   }
 }

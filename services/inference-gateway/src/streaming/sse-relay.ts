@@ -27,6 +27,7 @@ export interface RelayResult {
 }
 
 const DONE_FRAME = `${SSE_DONE_LINE}\n\n`;
+const FRAME_SEPARATOR = '\n\ndata: ';
 
 /**
  * Relays an engine stream to the client through the normaliser. One socket write per engine
@@ -56,7 +57,7 @@ export async function relayStream(
     if (signal.aborted) return { outcome: 'aborted', usage: normaliser.settledUsage() };
     out.length = 0;
     normaliser.finish(out);
-    res.end(frames(out) + DONE_FRAME);
+    res.end(frames(out, DONE_FRAME));
     return { outcome: 'done', usage: normaliser.settledUsage() };
   } catch (err) {
     if (signal.aborted || err instanceof EngineAbortedError)
@@ -67,6 +68,10 @@ export async function relayStream(
     // Stops the engine side (closes the upstream body, frees a simulated slot) however the relay ended.
     void rest.return?.()?.catch(() => undefined);
   }
+}
+
+function uncork(res: ServerResponse): void {
+  if (res.writableCorked > 0) res.uncork();
 }
 
 /** The event that ends a broken stream: the envelope, with the engine's message when it gave one. */
@@ -83,16 +88,37 @@ export function streamErrorEvent(err: unknown): {
   return { error: { message, type: 'server_error', param: null, code: 'engine_stream_error' } };
 }
 
-function frames(items: readonly StreamItem[]): string {
-  let text = '';
-  for (const item of items)
-    text += `data: ${typeof item === 'string' ? item : (item[RAW_JSON] ?? JSON.stringify(item))}\n\n`;
-  return text;
+/**
+ * The SSE text of a batch, then `tail`, built by one join: the socket needs the text flat, and join
+ * writes it flat at once, where concatenating frame by frame (or wrapping the joined text) leaves
+ * string pieces for the write to copy again. Replaces the batch's items by their frame text.
+ */
+function frames(items: StreamItem[], tail = ''): string {
+  const last = items.length - 1;
+  if (last < 0) return tail;
+  for (let i = 0; i <= last; i++) {
+    const item = items[i] as StreamItem;
+    if (typeof item !== 'string') items[i] = item[RAW_JSON] ?? JSON.stringify(item);
+  }
+  items[0] = `data: ${items[0] as string}`;
+  items[last] = `${items[last] as string}\n\n${tail}`;
+  return items.join(FRAME_SEPARATOR);
 }
 
-/** Writes and, if the socket buffer is full, waits until it drains or the client goes away. */
+/**
+ * Writes and, if the socket buffer is full, waits until it drains or the client goes away. What is
+ * written in one turn of the event loop leaves in one socket write: the response stays corked
+ * until the turn's end (or `res.end`), so an engine stream that arrives in one read (the headers,
+ * its chunks, `[DONE]`) costs one system call to the client instead of one per batch plus one for
+ * the end.
+ */
 function write(res: ServerResponse, text: string, signal: ClientAbort): Promise<void> | undefined {
-  if (text.length === 0 || res.write(text) || signal.aborted) return undefined;
+  if (text.length === 0) return undefined;
+  if (res.writableCorked === 0) {
+    res.cork();
+    setImmediate(uncork, res);
+  }
+  if (res.write(text) || signal.aborted) return undefined;
   return new Promise<void>((resolve) => {
     const done = () => {
       res.off('drain', done);

@@ -233,6 +233,34 @@ describe('local admission from quota slices', () => {
     expect(next.headers['x-ratelimit-remaining-requests']).toBe('1018');
   });
 
+  it('writes spend and usage of locally admitted requests with a write that goes anyway, not with calls of their own', async () => {
+    // A call of its own would land in the middle of other requests (the 1-connection tail, see the
+    // admission README): spend waits up to 1 s, covered by the slice's allowance, and leaves with
+    // the slice's return at the latest.
+    const a = await replica();
+    const o = await org(BIG, 100);
+    const first = await a.admit(request(o.id)); // admitted in Redis, brings the slice
+    await first.settle({ prompt_tokens: 10, completion_tokens: 10 }); // a lease-or-refund settlement: at once
+    const local = await Promise.all(Array.from({ length: 5 }, () => a.admit(request(o.id))));
+    let settled = 0;
+    const meanwhile = await scriptCallsDuring(redis, o.id, async () => {
+      for (const ticket of local)
+        void ticket.settle({ prompt_tokens: 10, completion_tokens: 50 }).then(() => settled++);
+      // Longer than a sweep of the slices (every 250 ms), which kicks the admit batcher.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+    });
+    expect(meanwhile).toBe(0);
+    expect(settled).toBe(0);
+    const atReturn = await scriptCallsDuring(redis, o.id, async () => {
+      now += 1000; // the slice's time is up: the next sweep gives it back
+      await waitFor(async () => settled === 5);
+    });
+    expect(atReturn).toBe(2); // the return script, and the settlement riding in the same write
+    const usage = (await store.getUsage(o.id))!;
+    expect(usage.totals).toMatchObject({ requests: 6, input_tokens: 60, output_tokens: 260 });
+    expect((await store.getOrganization(o.id))!.credit).toBeCloseTo(100 - (60 * 1 + 260 * 2) / 1e6, 9);
+  });
+
   it('gives the slice back when the organization changes: the new budget holds at once', async () => {
     const a = await replica();
     const o = await org();

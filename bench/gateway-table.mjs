@@ -1,0 +1,275 @@
+#!/usr/bin/env node
+// The gateway's benchmark of record (issue 13): one command, one table. Against an instant
+// OpenAI-compatible engine over HTTP (the simulated engine, its own process), it measures
+//   engine alone · Tollway governed (an organization key: auth, three budgets, credit, capacity)
+//   · Tollway unmetered (a static API_KEYS key) · Tollway serving its in-process simulated engine
+// for JSON and 16-chunk SSE streams, at 1 connection (p50, p99) and 32 connections (rate, p50,
+// p99), with wrk. Every point is measured in each of `--rounds` rounds, the targets in a rotated
+// order per round, so a slow minute of a shared machine spreads over all of them; the table shows
+// the median of the rounds and, for rates, the range. The gateway runs as the default start
+// command runs it (the node flags of its package.json `start` script) and its RSS is sampled throughout; its CPU
+// time per request (from /proc) is printed too: it barely depends on other load. The goals of
+// issue 13 are checked from ratios within the run.
+// Usage: pnpm build && node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]
+//   --tsx runs the TypeScript sources instead of dist/ (RSS is then tsx's, not the start command's).
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import { Redis } from 'ioredis';
+import { BENCH_MODEL, createBenchOrgKey, deleteByPrefix, postChat, startChatRig } from './lib/chat-rig.mjs';
+import { cpuMsOf, rssOf, sampleRss } from './lib/processes.mjs';
+import { haveWrk, wrkPost } from './lib/wrk.mjs';
+
+const argv = process.argv.slice(2);
+const option = (name, fallback) => {
+  const at = argv.indexOf(name);
+  return at === -1 ? fallback : Number(argv[at + 1]);
+};
+const seconds = option('--seconds', 5);
+const rounds = option('--rounds', 2);
+const useDist = !argv.includes('--tsx');
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PREFIX = `${process.env.BENCH_REDIS_PREFIX ?? 'bench-'}${randomUUID()}:`;
+const STATIC_KEY = 'bench-static-key';
+const ADMIN_TOKEN = `bench-admin-${randomUUID()}`;
+const IN_PROCESS_MODEL = 'bench/in-process';
+const STREAM_TOKENS = 16;
+
+if (!haveWrk()) throw new Error('gateway-table needs wrk (apt-get install wrk)');
+if (useDist && !existsSync(new URL('../services/inference-gateway/dist/main.js', import.meta.url))) {
+  throw new Error('services/inference-gateway/dist is missing: run `pnpm build` first (or pass --tsx)');
+}
+
+// The gateway starts as `pnpm --filter @tollway/inference-gateway start` starts it: the node
+// flags of that script (e.g. its young-generation size), nothing else.
+const START_SCRIPT = JSON.parse(
+  readFileSync(new URL('../services/inference-gateway/package.json', import.meta.url), 'utf8'),
+).scripts.start;
+const startFlags = /^node((?: --?[\w-]+(?:=\S+)?)*) dist\/main\.js$/.exec(START_SCRIPT);
+if (!startFlags) throw new Error(`cannot read the node flags of the start script: ${START_SCRIPT}`);
+const gatewayNodeFlags = startFlags[1].trim().split(' ').filter(Boolean);
+
+const bodyOf = (model, stream) =>
+  JSON.stringify({
+    model,
+    messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
+    max_tokens: STREAM_TOKENS,
+    ...(stream ? { stream: true } : {}),
+  });
+
+const redis = new Redis(redisUrl);
+let rig;
+try {
+  rig = await startChatRig({
+    useDist,
+    // Every stream has exactly max_tokens token chunks.
+    simArgs: ['--ignore-eos'],
+    modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
+    extraCatalogLines: [
+      `  - id: ${IN_PROCESS_MODEL}`,
+      '    owned_by: bench',
+      '    created: 1767225600',
+      '    price_per_million: { input: 1, output: 2 }',
+      '    engine:',
+      '      kind: simulated',
+      '      time_to_first_token_ms: 0',
+      '      time_per_output_token_ms: 0',
+      '      max_concurrency: 100000',
+      '      ignore_eos: true',
+    ],
+    gatewayEnv: { REDIS_URL: redisUrl, REDIS_PREFIX: PREFIX, API_KEYS: STATIC_KEY, ADMIN_TOKEN },
+    gatewayNodeFlags,
+  });
+  const { sim, gateway, engineUrl, gatewayUrl } = rig;
+  const orgKey = await createBenchOrgKey(gateway.port, ADMIN_TOKEN);
+  const targets = {
+    engine: { label: 'engine alone', url: engineUrl, key: STATIC_KEY, model: BENCH_MODEL, pid: sim.child.pid },
+    governed: { label: 'Tollway, governed', url: gatewayUrl, key: orgKey, model: BENCH_MODEL, pid: gateway.child.pid },
+    unmetered: {
+      label: 'Tollway, unmetered',
+      url: gatewayUrl,
+      key: STATIC_KEY,
+      model: BENCH_MODEL,
+      pid: gateway.child.pid,
+    },
+    inProcess: {
+      label: 'Tollway, in-process sim',
+      url: gatewayUrl,
+      key: STATIC_KEY,
+      model: IN_PROCESS_MODEL,
+      pid: gateway.child.pid,
+    },
+  };
+  const measures = [
+    { name: 'json1', stream: false, connections: 1, targets: ['engine', 'governed', 'unmetered'] },
+    { name: 'json32', stream: false, connections: 32, targets: ['engine', 'governed', 'unmetered'] },
+    { name: 'sse1', stream: true, connections: 1, targets: ['engine', 'governed', 'unmetered'] },
+    { name: 'sse32', stream: true, connections: 32, targets: ['engine', 'governed', 'unmetered', 'inProcess'] },
+  ];
+  console.log(
+    `engine :${sim.port}  gateway :${gateway.port} (${useDist ? `the start script: ${START_SCRIPT}` : 'tsx'})  ` +
+      `wrk 1 thread, ${seconds} s per point, ${rounds} rounds, targets rotated per round; ${STREAM_TOKENS}-token JSON and SSE`,
+  );
+
+  // Every relayed stream follows the Events rules; checked once per target before the load.
+  for (const name of ['engine', 'governed', 'unmetered', 'inProcess']) await checkStream(targets[name]);
+  const rssIdle = rssOf(gateway.child.pid);
+  const stopRss = sampleRss(gateway.child.pid, 50);
+  // Warm-up: JIT, connection pools, quota slices and capacity blocks.
+  for (const measure of measures)
+    for (const name of measure.targets) await load(targets[name], measure.stream, measure.connections, 1);
+
+  const results = new Map();
+  let rssAfterJson = 0;
+  for (let round = 0; round < rounds; round++) {
+    for (const measure of measures) {
+      const order = rotate(measure.targets, round);
+      for (const name of order) {
+        const target = targets[name];
+        const cpuBefore = cpuMsOf(target.pid);
+        const result = await load(target, measure.stream, measure.connections, seconds);
+        const cpuMs = cpuMsOf(target.pid) - cpuBefore;
+        if (result.non2xx > 0 || result.errors > 0)
+          console.log(`  ! ${measure.name} ${name}: ${result.non2xx} non-2xx, ${result.errors} socket errors`);
+        const key = `${measure.name}/${name}`;
+        if (!results.has(key)) results.set(key, []);
+        results.get(key).push({ ...result, cpuUsPerRequest: (cpuMs * 1000) / Math.max(1, result.total) });
+      }
+      if (measure.name === 'json32') rssAfterJson = Math.max(rssAfterJson, rssOf(gateway.child.pid) ?? 0);
+    }
+    process.stdout.write(`round ${round + 1}/${rounds} done\n`);
+  }
+  const rssPeak = stopRss();
+  const rssEnd = rssOf(gateway.child.pid);
+
+  printTable(results, targets, { rssIdle, rssAfterJson, rssEnd, rssPeak });
+} finally {
+  await rig?.stop();
+  await deleteByPrefix(redis, PREFIX);
+  redis.disconnect();
+}
+
+function load(target, stream, connections, duration) {
+  return wrkPost(target.url, bodyOf(target.model, stream), target.key, { connections, seconds: duration });
+}
+
+function rotate(list, by) {
+  const k = by % list.length;
+  return [...list.slice(k), ...list.slice(0, k)];
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function printTable(results, targets, rss) {
+  const get = (measure, name) => results.get(`${measure}/${name}`);
+  const ms = (v) => (v < 1 ? `${Math.round(v * 1000)} µs` : `${v.toFixed(2)} ms`);
+  const pick = (measure, name, field) => {
+    const runs = get(measure, name);
+    return runs ? median(runs.map((r) => r[field])) : NaN;
+  };
+  const latency = (measure, name) =>
+    get(measure, name) ? `${ms(pick(measure, name, 'p50'))} / ${ms(pick(measure, name, 'p99'))}` : '—';
+  const rate = (measure, name) => {
+    const runs = get(measure, name);
+    if (!runs) return '—';
+    const values = runs.map((r) => Math.round(r.rps));
+    return `${Math.round(median(values))} (${Math.min(...values)}–${Math.max(...values)})`;
+  };
+  const cpu = (measure, name) => (get(measure, name) ? `${Math.round(pick(measure, name, 'cpuUsPerRequest'))}` : '—');
+
+  const rows = [
+    ['JSON, 1 conn, p50 / p99', (n) => latency('json1', n)],
+    ['JSON, 32 conn, req/s (range)', (n) => rate('json32', n)],
+    ['JSON, 32 conn, p50 / p99', (n) => latency('json32', n)],
+    ['JSON, 32 conn, CPU µs/request', (n) => cpu('json32', n)],
+    ['SSE, 1 conn, p50 / p99', (n) => latency('sse1', n)],
+    [`SSE ${STREAM_TOKENS}-chunk, 32 conn, streams/s`, (n) => rate('sse32', n)],
+    ['SSE, 32 conn, p50 / p99', (n) => latency('sse32', n)],
+    ['SSE, 32 conn, CPU µs/stream', (n) => cpu('sse32', n)],
+  ];
+  const names = ['engine', 'governed', 'unmetered', 'inProcess'];
+  const widths = [34, ...names.map(() => 24)];
+  const line = (cells) => cells.map((cell, i) => String(cell).padEnd(widths[i])).join('');
+  console.log('\n(medians of the rounds; CPU = the serving process: the engine alone, else the gateway)');
+  console.log(line(['', ...names.map((n) => targets[n].label)]));
+  for (const [label, cell] of rows) console.log(line([label, ...names.map(cell)]));
+  const mb = (bytes) => `${((bytes ?? 0) / 1024 / 1024).toFixed(1)} MB`;
+  console.log(
+    `\nGateway RSS: idle ${mb(rss.rssIdle)}, after the JSON load ${mb(rss.rssAfterJson)}, at the end ${mb(rss.rssEnd)}, peak ${mb(rss.rssPeak)}`,
+  );
+
+  const p99 = (m, n) => pick(m, n, 'p99');
+  const rps = (m, n) => pick(m, n, 'rps');
+  const checks = [
+    [
+      'governed p99, 1 conn ≤ 1.5 × unmetered p99',
+      `${ms(p99('json1', 'governed'))} vs ${ms(1.5 * p99('json1', 'unmetered'))} (ratio ${(p99('json1', 'governed') / p99('json1', 'unmetered')).toFixed(2)})`,
+      p99('json1', 'governed') <= 1.5 * p99('json1', 'unmetered'),
+    ],
+    [
+      'governed p99, 1 conn ≤ engine p99 + 1.5 ms',
+      `${ms(p99('json1', 'governed'))} vs ${ms(p99('json1', 'engine') + 1.5)}`,
+      p99('json1', 'governed') <= p99('json1', 'engine') + 1.5,
+    ],
+    [
+      'governed streams/s ≥ 75 % of engine',
+      `${((100 * rps('sse32', 'governed')) / rps('sse32', 'engine')).toFixed(0)} %`,
+      rps('sse32', 'governed') >= 0.75 * rps('sse32', 'engine'),
+    ],
+    [
+      'governed stream p99 ≤ 2 × engine',
+      `${ms(p99('sse32', 'governed'))} vs ${ms(2 * p99('sse32', 'engine'))} (ratio ${(p99('sse32', 'governed') / p99('sse32', 'engine')).toFixed(2)})`,
+      p99('sse32', 'governed') <= 2 * p99('sse32', 'engine'),
+    ],
+    ['gateway peak RSS ≤ 150 MB', mb(rss.rssPeak), rss.rssPeak <= 150 * 1024 * 1024],
+    [
+      'governed JSON req/s at 32 conn, share of engine',
+      `${((100 * rps('json32', 'governed')) / rps('json32', 'engine')).toFixed(0)} % (unmetered ${((100 * rps('json32', 'unmetered')) / rps('json32', 'engine')).toFixed(0)} %)`,
+      null,
+    ],
+  ];
+  console.log('\nGoals of issue 13 (ratios within this run)');
+  for (const [label, value, ok] of checks)
+    console.log(`  ${ok === null ? '    ' : ok ? 'ok  ' : 'MISS'} ${label.padEnd(50)} ${value}`);
+}
+
+/** One stream through `target`, checked against the six Events rules; throws on a violation. */
+async function checkStream(target) {
+  let text = '';
+  const { status } = await postChat(target.url, bodyOf(target.model, true), target.key, http.globalAgent, (data) => {
+    text += data;
+  });
+  if (status !== 200) throw new Error(`${target.label}: stream answered ${status}`);
+  // The engine alone is what it is (it sends no usage on the first chunks unless asked); the
+  // gateway's streams are what must follow the rules.
+  if (target.url.includes(`:${rig.sim.port}/`)) return;
+  const frames = text
+    .split('\n\n')
+    .filter((frame) => frame.length > 0)
+    .map((frame) => frame.replace(/^data: /, ''));
+  const problem = eventsProblem(frames);
+  if (problem) throw new Error(`${target.label}: stream breaks the Events rules: ${problem}\n${text}`);
+  const tokenChunks = frames.slice(1, -2).length;
+  if (tokenChunks !== STREAM_TOKENS)
+    throw new Error(`${target.label}: ${tokenChunks} token chunks, not ${STREAM_TOKENS}`);
+}
+
+/** The first of the six Events rules that `frames` (SSE data payloads) break, or null. */
+function eventsProblem(frames) {
+  if (frames.at(-1) !== '[DONE]') return 'rule 6: no data: [DONE] at the end';
+  const chunks = frames.slice(0, -1).map((frame) => JSON.parse(frame));
+  const first = chunks[0];
+  if (first?.choices?.[0]?.delta?.role !== 'assistant' || 'usage' in first) return 'rule 2: first chunk';
+  const last = chunks.at(-1);
+  if (last.choices.length !== 0 || !last.usage) return 'rule 5: last chunk';
+  for (const chunk of chunks.slice(1, -1)) {
+    const finishing = chunk.choices.some((choice) => choice.finish_reason);
+    if (finishing && 'usage' in chunk) return 'rule 3: finishing chunk carries usage';
+    if (!finishing && !chunk.usage) return 'rule 4: a chunk without usage';
+  }
+  return null;
+}
