@@ -11,7 +11,7 @@ import type { Logger } from '@tollway/service-kit';
 import type { GatewayConfig } from '../config';
 import { adminOpenApi } from '../routes/admin/admin.openapi';
 import { buildAdminRouter } from '../routes/admin/admin.router';
-import type { Admission, Authenticator, Principal } from './admission.types';
+import type { Admission, AdmissionStats, Authenticator, Principal } from './admission.types';
 import { ConfigKeyAuthenticator } from './config-key.authenticator';
 import { admissionUnavailable } from './admission-errors';
 import { RedisAdmission } from './redis-admission';
@@ -24,6 +24,8 @@ export interface AccountsWiring {
   /** Mounted at `/admin/v1`; absent when `ADMIN_TOKEN` is unset. */
   adminRouter?: Router;
   openApi: InferenceOpenApiOptions;
+  /** What admission holds now (slices, leases), for the metrics. */
+  admissionStats: () => AdmissionStats;
   /** Writes the settlements still queued and stops listening for key revocations. */
   close(): Promise<void>;
 }
@@ -88,6 +90,7 @@ export async function wireAccounts(config: GatewayConfig, redis: Redis, logger: 
     admission,
     adminRouter,
     openApi: adminOpenApi(),
+    admissionStats: () => metered.stats(),
     close: async () => {
       await metered.close();
       await keys.close();

@@ -16,6 +16,7 @@ import {
   type CompletionResult,
   type Engine,
   type EngineCall,
+  type ReplicaStats,
 } from '../engine.types';
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
 import { toEngineBody } from './to-engine';
@@ -116,13 +117,18 @@ export class OpenAICompatibleEngine implements Engine {
             signal: AbortSignal.timeout(2500),
           });
           await response.body.dump();
-          return response.statusCode < 500;
+          replica.healthy = response.statusCode < 500;
         } catch {
-          return false;
+          replica.healthy = false;
         }
+        return replica.healthy;
       }),
     );
     return results.includes(true);
+  }
+
+  replicaStats(): ReplicaStats[] {
+    return this.replicas.replicas;
   }
 
   close(): Promise<void> {
@@ -139,7 +145,7 @@ export class OpenAICompatibleEngine implements Engine {
         response = await replica.pool.request({
           method: 'POST',
           path: replica.chatPath,
-          headers: replica.headers,
+          headers: call.traceparent ? { ...replica.headers, traceparent: call.traceparent } : replica.headers,
           body: toEngineBody(call.request, {
             upstreamModel: replica.upstreamModel,
             continuousUsage: this.continuousUsage,
@@ -149,7 +155,9 @@ export class OpenAICompatibleEngine implements Engine {
       } catch (err) {
         replica.outstanding--;
         if (call.signal.aborted) throw new EngineAbortedError(null);
+        replica.errors++;
         if (attempt === 1 && isConnectError(err)) {
+          replica.retries++;
           replica = this.replicas.pick(replica);
           continue;
         }
@@ -159,8 +167,10 @@ export class OpenAICompatibleEngine implements Engine {
       }
       if (response.statusCode === 200) return { replica, response };
       try {
+        if (response.statusCode >= 500) replica.errors++;
         if (response.statusCode >= 500 && attempt === 1) {
           await response.body.dump();
+          replica.retries++;
           replica = this.replicas.pick(replica);
           continue;
         }

@@ -1,0 +1,4 @@
+export * from './genai-semconv';
+export * from './metrics-registry';
+export * from './telemetry-config';
+export * from './tracing';
