@@ -2,3 +2,4 @@ export * from './genai-semconv';
 export * from './metrics-registry';
 export * from './telemetry-config';
 export * from './tracing';
+export * from './hot-metrics';

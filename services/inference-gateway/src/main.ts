@@ -19,7 +19,10 @@ async function main(): Promise<void> {
   const redis = createRedis(config.redisUrl, { name: 'gateway' });
   const accounts = await wireAccounts(config, redis, logger);
   const { authenticator, admission, adminRouter, openApi, admissionStats } = accounts;
-  const telemetry = buildGatewayTelemetry({ config, logger, engines, admissionStats, tracer: tracing?.tracer });
+  const telemetry = buildGatewayTelemetry({
+    ...{ config, logger, catalog, engines, admissionStats },
+    tracer: tracing?.tracer,
+  });
 
   const app = buildApp({
     ...{ config, logger, catalog, engines, authenticator, admission, redis, adminRouter, openApi },

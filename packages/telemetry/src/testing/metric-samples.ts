@@ -1,3 +1,4 @@
+/// <reference path="./parse-prometheus-text-format.d.ts" />
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 
 /** One sample line of a scrape: series name (with `_bucket`/`_sum`/`_count`), labels and value. */

@@ -1,5 +1,13 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { GEN_AI_BUCKETS, GEN_AI_LABELS, GEN_AI_METRICS } from '@tollway/telemetry';
+import { Gauge, type Registry } from 'prom-client';
+import {
+  GEN_AI_BUCKETS,
+  GEN_AI_LABELS,
+  GEN_AI_METRICS,
+  HotCounter,
+  HotHistogram,
+  type CounterChild,
+  type HistogramChild,
+} from '@tollway/telemetry';
 
 /** How a turn ended, as counted by `tollway_turns_total`. */
 export type TurnMetricOutcome = 'succeeded' | 'failed' | 'cancelled' | 'timed_out';
@@ -77,74 +85,82 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
 
 /** A worker's counters: turns, their duration, webhook deliveries, reaper recoveries. */
 export class WorkerMetrics {
-  private readonly started: Counter;
-  private readonly ended: Record<
-    TurnMetricOutcome,
-    [Counter.Internal, Histogram.Internal<string>, Histogram.Internal<string>]
-  >;
-  private readonly deliveries: Record<'delivered' | 'failed', [Counter.Internal, Histogram.Internal<string>]>;
-  private readonly recoveries: Counter;
+  private readonly started: CounterChild;
+  private readonly ended: Record<TurnMetricOutcome, [CounterChild, HistogramChild, HistogramChild]>;
+  private readonly deliveries: Record<'delivered' | 'failed', [CounterChild, HistogramChild]>;
+  private readonly recoveries: CounterChild;
 
   constructor(readonly registry: Registry) {
-    const registers = [registry];
-    this.started = new Counter({
-      name: 'tollway_turns_started_total',
-      help: 'Turns whose agent started running',
-      registers,
-    });
-    const turns = new Counter({
-      name: 'tollway_turns_total',
-      help: 'Turns ended, by outcome (succeeded, failed, cancelled, timed_out)',
-      labelNames: ['outcome'],
-      registers,
-    });
-    const duration = new Histogram({
-      name: 'tollway_turn_duration_seconds',
-      help: 'Wall-clock time of a turn from its job being taken to its end, by outcome, in seconds',
-      labelNames: ['outcome'],
-      buckets: [...GEN_AI_BUCKETS.duration],
-      registers,
-    });
+    this.started = new HotCounter(
+      { name: 'tollway_turns_started_total', help: 'Turns whose agent started running', labelNames: [] },
+      registry,
+    ).child();
+    const turns = new HotCounter(
+      {
+        name: 'tollway_turns_total',
+        help: 'Turns ended, by outcome (succeeded, failed, cancelled, timed_out)',
+        labelNames: ['outcome'],
+      },
+      registry,
+    );
+    const duration = new HotHistogram(
+      {
+        name: 'tollway_turn_duration_seconds',
+        help: 'Wall-clock time of a turn from its job being taken to its end, by outcome, in seconds',
+        labelNames: ['outcome'],
+        buckets: GEN_AI_BUCKETS.duration,
+      },
+      registry,
+    );
     // The turn as the agent's caller sees it: gen_ai.client.operation.duration of `invoke_agent`.
-    const agentDuration = new Histogram({
-      name: GEN_AI_METRICS.clientOperationDuration.prometheus,
-      help: `${GEN_AI_METRICS.clientOperationDuration.otel}: duration of an agent invocation (one turn), in seconds`,
-      labelNames: [GEN_AI_LABELS.operationName, GEN_AI_LABELS.errorType],
-      buckets: [...GEN_AI_BUCKETS.duration],
-      registers,
-    });
+    const agentDuration = new HotHistogram(
+      {
+        name: GEN_AI_METRICS.clientOperationDuration.prometheus,
+        help: `${GEN_AI_METRICS.clientOperationDuration.otel}: duration of an agent invocation (one turn), in seconds`,
+        labelNames: [GEN_AI_LABELS.operationName, GEN_AI_LABELS.errorType],
+        buckets: GEN_AI_BUCKETS.duration,
+      },
+      registry,
+    );
     this.ended = Object.fromEntries(
       TURN_OUTCOMES.map((outcome) => [
         outcome,
         [
-          turns.labels(outcome),
-          duration.labels(outcome),
-          agentDuration.labels('invoke_agent', outcome === 'succeeded' ? '' : outcome),
+          turns.child(outcome),
+          duration.child(outcome),
+          agentDuration.child('invoke_agent', outcome === 'succeeded' ? '' : outcome),
         ],
       ]),
     ) as WorkerMetrics['ended'];
-    const deliveries = new Counter({
-      name: 'tollway_webhook_deliveries_total',
-      help: 'Webhook deliveries, by outcome (delivered: a 2xx; failed: anything else, never retried)',
-      labelNames: ['outcome'],
-      registers,
-    });
-    const latency = new Histogram({
-      name: 'tollway_webhook_delivery_duration_seconds',
-      help: 'Time of one webhook delivery attempt, by outcome, in seconds',
-      labelNames: ['outcome'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers,
-    });
+    const deliveries = new HotCounter(
+      {
+        name: 'tollway_webhook_deliveries_total',
+        help: 'Webhook deliveries, by outcome (delivered: a 2xx; failed: anything else, never retried)',
+        labelNames: ['outcome'],
+      },
+      registry,
+    );
+    const latency = new HotHistogram(
+      {
+        name: 'tollway_webhook_delivery_duration_seconds',
+        help: 'Time of one webhook delivery attempt, by outcome, in seconds',
+        labelNames: ['outcome'],
+        buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      },
+      registry,
+    );
     this.deliveries = {
-      delivered: [deliveries.labels('delivered'), latency.labels('delivered')],
-      failed: [deliveries.labels('failed'), latency.labels('failed')],
+      delivered: [deliveries.child('delivered'), latency.child('delivered')],
+      failed: [deliveries.child('failed'), latency.child('failed')],
     };
-    this.recoveries = new Counter({
-      name: 'tollway_reaper_recoveries_total',
-      help: 'Orphaned turns (their worker died or their job was lost) ended in error by a reaper',
-      registers,
-    });
+    this.recoveries = new HotCounter(
+      {
+        name: 'tollway_reaper_recoveries_total',
+        help: 'Orphaned turns (their worker died or their job was lost) ended in error by a reaper',
+        labelNames: [],
+      },
+      registry,
+    ).child();
   }
 
   /** A turn's agent starts. */

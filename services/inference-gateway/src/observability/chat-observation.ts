@@ -118,7 +118,7 @@ export class ChatObservation {
   /** The first chunk of a stream is ready to be written. */
   firstChunk(): void {
     this.firstChunkAt = performance.now();
-    this.telemetry.metrics?.sseStreamsOpen.inc();
+    if (this.telemetry.metrics) this.telemetry.metrics.sseStreamsOpen++;
   }
 
   /** The usage the request was settled with. */
@@ -142,7 +142,7 @@ export class ChatObservation {
     const failed = status >= 400;
     const errorType = failed ? errorTypeOf(err, status) : '';
     if (status === 401) this.telemetry.metrics?.admission('unauthorized');
-    if (this.firstChunkAt > 0) this.telemetry.metrics?.sseStreamsOpen.dec();
+    if (this.firstChunkAt > 0 && this.telemetry.metrics) this.telemetry.metrics.sseStreamsOpen--;
     const model = this.model;
     const usage = this.usage;
     const seconds = (now - this.startedAt) / 1000;

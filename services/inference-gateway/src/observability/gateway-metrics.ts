@@ -1,6 +1,14 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { observeScriptCalls } from '@tollway/accounts';
-import { GEN_AI_BUCKETS, GEN_AI_LABELS, GEN_AI_METRICS } from '@tollway/telemetry';
+import {
+  GEN_AI_BUCKETS,
+  GEN_AI_LABELS,
+  GEN_AI_METRICS,
+  HotCounter,
+  HotHistogram,
+  type CounterChild,
+  type HistogramChild,
+} from '@tollway/telemetry';
 import type { AdmissionStats } from '../admission/admission.types';
 import type { EngineRegistry } from '../engines';
 
@@ -33,19 +41,19 @@ const MODEL_LABELS = [
 ] as const;
 
 /**
- * The label children of one model, resolved once and reused by every request of that model: the
- * request path only calls `observe`/`inc` on them, never `labels(...)` (which builds a key string).
+ * The series of one model, resolved once and reused by every request of that model: the request
+ * path only calls `observe` on them (no label lookup, no allocation; see HotHistogram).
  */
 export interface ModelMetrics {
   readonly modelId: string;
   readonly provider: string;
-  readonly requestDuration: Histogram.Internal<string>;
-  readonly timeToFirstToken: Histogram.Internal<string>;
-  readonly timePerOutputToken: Histogram.Internal<string>;
-  readonly inputTokens: Histogram.Internal<string>;
-  readonly outputTokens: Histogram.Internal<string>;
+  readonly requestDuration: HistogramChild;
+  readonly timeToFirstToken: HistogramChild;
+  readonly timePerOutputToken: HistogramChild;
+  readonly inputTokens: HistogramChild;
+  readonly outputTokens: HistogramChild;
   /** Request duration of failed requests, by `error.type` (resolved on first use of each type). */
-  failed(errorType: string): Histogram.Internal<string>;
+  failed(errorType: string): HistogramChild;
 }
 
 /** Where the gauges read at scrape time come from. */
@@ -60,63 +68,77 @@ export interface GatewayMetricsSources {
  * when Prometheus scrapes, so it costs the request path nothing.
  */
 export class GatewayMetrics {
-  private readonly requestDuration: Histogram<string>;
-  private readonly timeToFirstToken: Histogram<string>;
-  private readonly timePerOutputToken: Histogram<string>;
-  private readonly tokenUsage: Histogram<string>;
+  private readonly requestDuration: HotHistogram;
+  private readonly timeToFirstToken: HotHistogram;
+  private readonly timePerOutputToken: HotHistogram;
+  private readonly tokenUsage: HotHistogram;
   private readonly models = new Map<string, Map<string, ModelMetrics>>();
-  private readonly admissionChildren: Record<AdmissionOutcome, Counter.Internal>;
-  /** SSE responses being written now. */
-  readonly sseStreamsOpen: Gauge<string>;
+  private readonly admissionChildren: Record<AdmissionOutcome, CounterChild>;
+  /** SSE responses being written now (read by the `tollway_sse_streams_open` gauge at scrape time). */
+  sseStreamsOpen = 0;
 
   constructor(
     readonly registry: Registry,
     sources: GatewayMetricsSources,
   ) {
     const registers = [registry];
-    this.requestDuration = new Histogram({
-      name: GEN_AI_METRICS.serverRequestDuration.prometheus,
-      help: `${GEN_AI_METRICS.serverRequestDuration.otel}: time from the request's arrival to its last byte, in seconds`,
-      labelNames: [...MODEL_LABELS, GEN_AI_LABELS.errorType],
-      buckets: [...GEN_AI_BUCKETS.duration],
-      registers,
-    });
-    this.timeToFirstToken = new Histogram({
-      name: GEN_AI_METRICS.serverTimeToFirstToken.prometheus,
-      help: `${GEN_AI_METRICS.serverTimeToFirstToken.otel}: time from the request's arrival to the first chunk of a successful stream, in seconds`,
-      labelNames: MODEL_LABELS,
-      buckets: [...GEN_AI_BUCKETS.timeToFirstToken],
-      registers,
-    });
-    this.timePerOutputToken = new Histogram({
-      name: GEN_AI_METRICS.serverTimePerOutputToken.prometheus,
-      help: `${GEN_AI_METRICS.serverTimePerOutputToken.otel}: time per output token after the first of a successful stream, in seconds`,
-      labelNames: MODEL_LABELS,
-      buckets: [...GEN_AI_BUCKETS.timePerOutputToken],
-      registers,
-    });
-    this.tokenUsage = new Histogram({
-      name: GEN_AI_METRICS.clientTokenUsage.prometheus,
-      help: `${GEN_AI_METRICS.clientTokenUsage.otel}: tokens per request as settled (input and output), as the gateway's clients consume them`,
-      labelNames: [...MODEL_LABELS, GEN_AI_LABELS.tokenType],
-      buckets: [...GEN_AI_BUCKETS.tokens],
-      registers,
-    });
-    const admissions = new Counter({
-      name: 'tollway_admission_decisions_total',
-      help: 'Admission decisions by outcome: admitted, or the reason of the refusal (the exhausted budget, insufficient_quota, provider_overloaded, unauthorized)',
-      labelNames: ['outcome'],
-      registers,
-    });
+    this.requestDuration = new HotHistogram(
+      {
+        name: GEN_AI_METRICS.serverRequestDuration.prometheus,
+        help: `${GEN_AI_METRICS.serverRequestDuration.otel}: time from the request's arrival to its last byte, in seconds`,
+        labelNames: [...MODEL_LABELS, GEN_AI_LABELS.errorType],
+        buckets: [...GEN_AI_BUCKETS.duration],
+      },
+      registry,
+    );
+    this.timeToFirstToken = new HotHistogram(
+      {
+        name: GEN_AI_METRICS.serverTimeToFirstToken.prometheus,
+        help: `${GEN_AI_METRICS.serverTimeToFirstToken.otel}: time from the request's arrival to the first chunk of a successful stream, in seconds`,
+        labelNames: MODEL_LABELS,
+        buckets: [...GEN_AI_BUCKETS.timeToFirstToken],
+      },
+      registry,
+    );
+    this.timePerOutputToken = new HotHistogram(
+      {
+        name: GEN_AI_METRICS.serverTimePerOutputToken.prometheus,
+        help: `${GEN_AI_METRICS.serverTimePerOutputToken.otel}: time per output token after the first of a successful stream, in seconds`,
+        labelNames: MODEL_LABELS,
+        buckets: [...GEN_AI_BUCKETS.timePerOutputToken],
+      },
+      registry,
+    );
+    this.tokenUsage = new HotHistogram(
+      {
+        name: GEN_AI_METRICS.clientTokenUsage.prometheus,
+        help: `${GEN_AI_METRICS.clientTokenUsage.otel}: tokens per request as settled (input and output), as the gateway's clients consume them`,
+        labelNames: [...MODEL_LABELS, GEN_AI_LABELS.tokenType],
+        buckets: [...GEN_AI_BUCKETS.tokens],
+      },
+      registry,
+    );
+    const admissions = new HotCounter(
+      {
+        name: 'tollway_admission_decisions_total',
+        help: 'Admission decisions by outcome: admitted, or the reason of the refusal (the exhausted budget, insufficient_quota, provider_overloaded, unauthorized)',
+        labelNames: ['outcome'],
+      },
+      registry,
+    );
     this.admissionChildren = Object.fromEntries(
-      ADMISSION_OUTCOMES.map((outcome) => [outcome, admissions.labels(outcome)]),
-    ) as Record<AdmissionOutcome, Counter.Internal>;
-    this.sseStreamsOpen = new Gauge({
+      ADMISSION_OUTCOMES.map((outcome) => [outcome, admissions.child(outcome)]),
+    ) as Record<AdmissionOutcome, CounterChild>;
+    const metrics = this;
+    new Gauge({
       name: 'tollway_sse_streams_open',
       help: 'Server-sent-event responses being written now',
       registers,
+      collect() {
+        this.set(metrics.sseStreamsOpen);
+      },
     });
-    registerScriptMetrics(registers);
+    registerScriptMetrics(registry);
     registerReplicaMetrics(registers, sources.engines);
     if (sources.admissionStats) registerAdmissionMetrics(registers, sources.admissionStats);
   }
@@ -137,18 +159,18 @@ export class GatewayMetrics {
 
   private resolve(modelId: string, provider: string): ModelMetrics {
     const labels = [OPERATION, provider, modelId, modelId] as const;
-    const failures = new Map<string, Histogram.Internal<string>>();
+    const failures = new Map<string, HistogramChild>();
     return {
       modelId,
       provider,
-      requestDuration: this.requestDuration.labels(...labels, ''),
-      timeToFirstToken: this.timeToFirstToken.labels(...labels),
-      timePerOutputToken: this.timePerOutputToken.labels(...labels),
-      inputTokens: this.tokenUsage.labels(...labels, 'input'),
-      outputTokens: this.tokenUsage.labels(...labels, 'output'),
+      requestDuration: this.requestDuration.child(...labels, ''),
+      timeToFirstToken: this.timeToFirstToken.child(...labels),
+      timePerOutputToken: this.timePerOutputToken.child(...labels),
+      inputTokens: this.tokenUsage.child(...labels, 'input'),
+      outputTokens: this.tokenUsage.child(...labels, 'output'),
       failed: (errorType) => {
         let child = failures.get(errorType);
-        if (!child) failures.set(errorType, (child = this.requestDuration.labels(...labels, errorType)));
+        if (!child) failures.set(errorType, (child = this.requestDuration.child(...labels, errorType)));
         return child;
       },
     };
@@ -156,26 +178,27 @@ export class GatewayMetrics {
 }
 
 /** Redis script calls (admit, settle, return, admin scripts) and their round-trip latency. */
-function registerScriptMetrics(registers: Registry[]): void {
-  const calls = new Counter({
-    name: 'tollway_redis_script_calls_total',
-    help: 'Lua script calls sent to Redis, by script',
-    labelNames: ['script'],
-    registers,
-  });
-  const duration = new Histogram({
-    name: 'tollway_redis_script_duration_seconds',
-    help: 'Round trip of a Lua script call (of its pipeline when batched), by script, in seconds',
-    labelNames: ['script'],
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
-    registers,
-  });
-  const children = new Map<string, [Counter.Internal, Histogram.Internal<string>]>();
+function registerScriptMetrics(registry: Registry): void {
+  const calls = new HotCounter(
+    {
+      name: 'tollway_redis_script_calls_total',
+      help: 'Lua script calls sent to Redis, by script',
+      labelNames: ['script'],
+    },
+    registry,
+  );
+  const duration = new HotHistogram(
+    {
+      name: 'tollway_redis_script_duration_seconds',
+      help: 'Round trip of a Lua script call (of its pipeline when batched), by script, in seconds',
+      labelNames: ['script'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    },
+    registry,
+  );
   observeScriptCalls((name, seconds) => {
-    let pair = children.get(name);
-    if (!pair) children.set(name, (pair = [calls.labels(name), duration.labels(name)]));
-    pair[0].inc();
-    pair[1].observe(seconds);
+    calls.child(name).inc();
+    duration.child(name).observe(seconds);
   });
 }
 
