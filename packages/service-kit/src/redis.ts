@@ -5,7 +5,7 @@ import { Redis, type RedisOptions } from 'ioredis';
  * second so a request meeting a Redis outage gets its 503 within one (it used to wait out the
  * reconnect back-off, 3–5 s).
  */
-export const REDIS_COMMAND_TIMEOUT_MS = 900;
+export const REDIS_COMMAND_TIMEOUT_MS = 700;
 
 /** Options of createRedis. */
 export interface RedisFactoryOptions {

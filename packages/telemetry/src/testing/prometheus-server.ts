@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { freePort } from '@tollway/service-kit/testing';
 
 /** A scrape job: its name and `host:port` targets (each serving `/metrics`). */
 export interface ScrapeJob {
@@ -22,17 +22,7 @@ export interface PrometheusServer {
 /** The Prometheus binary (Debian's `prometheus` package). */
 export const PROMETHEUS_BIN = '/usr/bin/prometheus';
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /**
  * Starts `prometheus` on a free port with a generated config scraping `jobs` every
