@@ -129,13 +129,13 @@ export class GatewayMetrics {
     this.admissionChildren = Object.fromEntries(
       ADMISSION_OUTCOMES.map((outcome) => [outcome, admissions.child(outcome)]),
     ) as Record<AdmissionOutcome, CounterChild>;
-    const metrics = this;
+    const streamsOpen = () => this.sseStreamsOpen;
     new Gauge({
       name: 'tollway_sse_streams_open',
       help: 'Server-sent-event responses being written now',
       registers,
       collect() {
-        this.set(metrics.sseStreamsOpen);
+        this.set(streamsOpen());
       },
     });
     registerScriptMetrics(registry);
