@@ -13,9 +13,14 @@ export interface RedisFactoryOptions {
   name: string;
   /**
    * `null` lets commands wait for a reconnect indefinitely (what BullMQ requires of its
-   * connections); the default, 2, makes a fail-fast client (see createRedis).
+   * connections); the default, 2, fails a command fast so a request gets a clean error.
    */
   maxRetriesPerRequest?: number | null;
+  /**
+   * For the clients requests wait on (see createRedis): once connected, no offline queue and a
+   * reply timeout of `commandTimeoutMs`. Default false.
+   */
+  failFast?: boolean;
   /** Reply timeout of a fail-fast client's commands once connected, ms; default REDIS_COMMAND_TIMEOUT_MS. */
   commandTimeoutMs?: number;
   extra?: RedisOptions;
@@ -25,7 +30,7 @@ export interface RedisFactoryOptions {
  * An ioredis client for `url` (redis://host:port/db), with bounded reconnect back-off; it
  * reconnects by itself for as long as Redis is away.
  *
- * A fail-fast client (the default) waits for its first connection like any client, so start-up
+ * A fail-fast client (`failFast`) waits for its first connection like any client, so start-up
  * does not race Redis; from then on a command fails at once while the connection is down (no
  * offline queue) and after `commandTimeoutMs` without a reply, so requests get their 503 within a
  * second of an outage instead of queueing behind the reconnect. Its `duplicate()`s (subscribers)
@@ -39,7 +44,7 @@ export function createRedis(url: string, options: RedisFactoryOptions): Redis {
     retryStrategy: (times) => Math.min(50 * 2 ** times, 2000),
     ...options.extra,
   });
-  if (options.maxRetriesPerRequest === null) return redis;
+  if (!options.failFast || options.maxRetriesPerRequest === null) return redis;
   const { enableOfflineQueue, commandTimeout } = redis.options;
   redis.once('ready', () => {
     // ioredis reads both per command, so the switch applies from the next one.

@@ -38,10 +38,10 @@ async function main(): Promise<void> {
   const config = loadApiConfig();
   const tracing = startTracing({ serviceName: 'agent-session-api', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'agent-session-api', level: config.logLevel });
-  const redis = createRedis(config.redisUrl, { name: 'agent-session:api' });
+  const redis = createRedis(config.redisUrl, { name: 'agent-session:api', failFast: true });
   // One subscriber connection per process serves every long-poll and the key-revocation channel.
   const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
-  const queueConnection = createRedis(config.redisUrl, { name: 'agent-session:queue' });
+  const queueConnection = createRedis(config.redisUrl, { name: 'agent-session:queue', failFast: true });
 
   const store = new SessionStore({ redis, prefix: config.redisPrefix });
   const hub = new SessionEventHub(subscriber, config.redisPrefix);

@@ -16,7 +16,7 @@ async function main(): Promise<void> {
   const engines = new EngineRegistry({ connections: config.upstreamConnections, timeoutMs: config.upstreamTimeoutMs });
   catalog.subscribe((models) => engines.sync(models));
   followCatalogChanges(catalog, logger, config.catalogWatch);
-  const redis = createRedis(config.redisUrl, { name: 'gateway' });
+  const redis = createRedis(config.redisUrl, { name: 'gateway', failFast: true });
   const accounts = await wireAccounts(config, redis, logger);
   const { authenticator, admission, adminRouter, openApi, admissionStats } = accounts;
   const telemetry = buildGatewayTelemetry({

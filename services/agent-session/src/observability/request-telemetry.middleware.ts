@@ -1,5 +1,5 @@
 import type { Response, RequestHandler } from 'express';
-import { SpanKind, type Context, type Tracer } from '@opentelemetry/api';
+import { SpanKind, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import type { Logger } from '@tollway/service-kit';
 import { contextFromHeaders, endSpanWithError, traceIdOf, traceparentOf, withSpan } from '@tollway/telemetry';
 import { orgOf } from '../api/auth';
@@ -21,15 +21,15 @@ export function requestTelemetry(options: { tracer: Tracer | null; accessLog: Lo
     if (QUIET_PATHS.has(req.path) || (!tracer && !accessLog)) return next();
     const startedAt = performance.now();
     let context: Context | null = null;
-    const span =
-      tracer &&
-      tracer.startSpan(
-        `${req.method}`,
+    let span: Span | null = null;
+    if (tracer) {
+      const parent = contextFromHeaders(req.headers);
+      span = tracer.startSpan(
+        req.method,
         { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method } },
-        contextFromHeaders(req.headers),
+        parent,
       );
-    if (span) {
-      context = withSpan(span, contextFromHeaders(req.headers));
+      context = withSpan(span, parent);
       res.locals[TRACE_CONTEXT] = context;
     }
     res.once('finish', () => {
