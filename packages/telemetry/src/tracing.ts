@@ -8,8 +8,6 @@ import {
   type Span,
   type Tracer,
 } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { NodeSDK } from '@opentelemetry/sdk-node';
 
 /** Tracing of one process: its tracer and how to flush and stop it. */
 export interface Tracing {
@@ -22,11 +20,16 @@ export interface Tracing {
  * Starts the OpenTelemetry Node SDK with the OTLP/HTTP trace exporter, configured by the standard
  * `OTEL_*` variables (endpoint, headers, service name, resource attributes, sampler, batch delay),
  * which the SDK and the exporter read themselves. The SDK's own metrics and logs pipelines stay
- * off: metrics are Prometheus's (`/metrics`), logs are winston's. Returns null when `enabled` is
- * false, so nothing of the SDK is loaded or run and callers skip every tracer call.
+ * off: metrics are Prometheus's (`/metrics`), logs are winston's. Resolves null when `enabled` is
+ * false: the SDK is then not even loaded (it is a large module tree, slow to start under load),
+ * and callers skip every tracer call.
  */
-export function startTracing(options: { serviceName: string; enabled: boolean }): Tracing | null {
+export async function startTracing(options: { serviceName: string; enabled: boolean }): Promise<Tracing | null> {
   if (!options.enabled) return null;
+  const [{ NodeSDK }, { OTLPTraceExporter }] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    import('@opentelemetry/exporter-trace-otlp-http'),
+  ]);
   const sdk = new NodeSDK({
     serviceName: options.serviceName,
     traceExporter: new OTLPTraceExporter(),

@@ -36,7 +36,7 @@ function listenWithBacklog(app: Express, port: number, host: string): Promise<Se
 
 async function main(): Promise<void> {
   const config = loadApiConfig();
-  const tracing = startTracing({ serviceName: 'agent-session-api', enabled: tracingConfigured(config) });
+  const tracing = await startTracing({ serviceName: 'agent-session-api', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'agent-session-api', level: config.logLevel });
   const redis = createRedis(config.redisUrl, { name: 'agent-session:api', failFast: true });
   // One subscriber connection per process serves every long-poll and the key-revocation channel.

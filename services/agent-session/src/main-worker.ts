@@ -10,7 +10,7 @@ import { loadWorkerConfig } from './worker-config';
  */
 async function main(): Promise<void> {
   const config = loadWorkerConfig();
-  const tracing = startTracing({ serviceName: 'agent-session-worker', enabled: tracingConfigured(config) });
+  const tracing = await startTracing({ serviceName: 'agent-session-worker', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'agent-session-worker', level: config.logLevel });
   const registry = config.metricsEnabled ? createMetricsRegistry('agent-session-worker') : null;
   const metrics = registry ? new WorkerMetrics(registry) : null;

@@ -10,7 +10,7 @@ import { buildGatewayTelemetry } from './observability/gateway-telemetry';
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
   // Before anything else, so the SDK is in place when the first request arrives.
-  const tracing = startTracing({ serviceName: 'inference-gateway', enabled: tracingConfigured(config) });
+  const tracing = await startTracing({ serviceName: 'inference-gateway', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'inference-gateway', level: config.logLevel });
   const catalog = CatalogStore.fromFile(config.catalogPath);
   const engines = new EngineRegistry({ connections: config.upstreamConnections, timeoutMs: config.upstreamTimeoutMs });
