@@ -21,8 +21,8 @@ import { readUsage } from './usage';
 /** Organization ids: letters, digits, `_` and `-`, up to 64 characters. */
 export const ORG_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
-const createOrgScript = luaScript(CREATE_ORG_LUA);
-const updateOrgScript = luaScript(UPDATE_ORG_LUA);
+const createOrgScript = luaScript(CREATE_ORG_LUA, 'create_org');
+const updateOrgScript = luaScript(UPDATE_ORG_LUA, 'update_org');
 
 /** Options of createAccountStore. */
 export interface AccountStoreOptions {

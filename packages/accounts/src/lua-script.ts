@@ -3,19 +3,36 @@ import type { Redis } from 'ioredis';
 
 /** A Lua script run by EVALSHA, falling back to EVAL once when Redis has not seen it (NOSCRIPT). */
 export interface LuaScript {
+  /** Short name for the metrics (`admit`, `settle`…). */
+  readonly name: string;
   /** SHA-1 of the source, for EVALSHA in a pipeline the caller builds. */
   readonly sha: string;
   readonly source: string;
   run(redis: Redis, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown>;
 }
 
+/** Told of every script call once it is answered: the script's name and the round trip in seconds. */
+export type ScriptCallObserver = (name: string, seconds: number) => void;
+
+let observer: ScriptCallObserver | null = null;
+
+/**
+ * Sets the process's observer of script calls (the metrics of the service that runs them), or
+ * null to stop observing. One per process: a process runs one service.
+ */
+export function observeScriptCalls(next: ScriptCallObserver | null): void {
+  observer = next;
+}
+
 /** Wraps Lua source so each call is one round trip (EVALSHA; EVAL after a restart flushed the cache). */
-export function luaScript(source: string): LuaScript {
+export function luaScript(source: string, name = 'script'): LuaScript {
   const sha = createHash('sha1').update(source).digest('hex');
   return {
+    name,
     sha,
     source,
     async run(redis, keys, args) {
+      const startedAt = observer ? performance.now() : 0;
       try {
         return await redis.evalsha(sha, keys.length, ...keys, ...args);
       } catch (err) {
@@ -23,6 +40,8 @@ export function luaScript(source: string): LuaScript {
           return redis.eval(source, keys.length, ...keys, ...args);
         }
         throw err;
+      } finally {
+        observer?.(name, (performance.now() - startedAt) / 1000);
       }
     },
   };
@@ -63,10 +82,16 @@ export async function runScripts(redis: Redis, calls: readonly ScriptCall[]): Pr
     else pipeline.evalsha(script.sha, keys.length, ...keys, ...args);
   }
   let outcomes: ScriptOutcome[];
+  const startedAt = observer ? performance.now() : 0;
   try {
     outcomes = ((await pipeline.exec()) ?? []) as ScriptOutcome[];
   } catch (err) {
     outcomes = calls.map(() => [asError(err), null]);
+  }
+  if (observer) {
+    // One round trip carried them all: each call is counted with the pipeline's latency.
+    const seconds = (performance.now() - startedAt) / 1000;
+    for (const call of calls) observer(call.script.name, seconds);
   }
   await Promise.all(
     calls.map(async ({ script, keys, args }, i) => {

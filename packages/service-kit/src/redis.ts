@@ -1,5 +1,12 @@
 import { Redis, type RedisOptions } from 'ioredis';
 
+/**
+ * Longest a command of a fail-fast client waits for its reply once connected, ms. Kept under a
+ * second so a request meeting a Redis outage gets its 503 within one (it used to wait out the
+ * reconnect back-off, 3–5 s).
+ */
+export const REDIS_COMMAND_TIMEOUT_MS = 700;
+
 /** Options of createRedis. */
 export interface RedisFactoryOptions {
   /** Connection name shown by `CLIENT LIST`, e.g. `gateway:admission`. */
@@ -9,16 +16,42 @@ export interface RedisFactoryOptions {
    * connections); the default, 2, fails a command fast so a request gets a clean error.
    */
   maxRetriesPerRequest?: number | null;
+  /**
+   * For the clients requests wait on (see createRedis): once connected, no offline queue and a
+   * reply timeout of `commandTimeoutMs`. Default false.
+   */
+  failFast?: boolean;
+  /** Reply timeout of a fail-fast client's commands once connected, ms; default REDIS_COMMAND_TIMEOUT_MS. */
+  commandTimeoutMs?: number;
   extra?: RedisOptions;
 }
 
-/** An ioredis client for `url` (redis://host:port/db), with bounded reconnect back-off. */
+/**
+ * An ioredis client for `url` (redis://host:port/db), with bounded reconnect back-off; it
+ * reconnects by itself for as long as Redis is away.
+ *
+ * A fail-fast client (`failFast`) waits for its first connection like any client, so start-up
+ * does not race Redis; from then on a command fails at once while the connection is down (no
+ * offline queue) and after `commandTimeoutMs` without a reply, so requests get their 503 within a
+ * second of an outage instead of queueing behind the reconnect. Its `duplicate()`s (subscribers)
+ * start as ordinary clients.
+ */
 export function createRedis(url: string, options: RedisFactoryOptions): Redis {
-  return new Redis(url, {
+  const redis = new Redis(url, {
     connectionName: options.name,
     maxRetriesPerRequest: options.maxRetriesPerRequest === undefined ? 2 : options.maxRetriesPerRequest,
     enableAutoPipelining: true,
     retryStrategy: (times) => Math.min(50 * 2 ** times, 2000),
     ...options.extra,
   });
+  if (!options.failFast || options.maxRetriesPerRequest === null) return redis;
+  const { enableOfflineQueue, commandTimeout } = redis.options;
+  redis.once('ready', () => {
+    // ioredis reads both per command, so the switch applies from the next one.
+    redis.options.enableOfflineQueue = false;
+    redis.options.commandTimeout = options.commandTimeoutMs ?? REDIS_COMMAND_TIMEOUT_MS;
+  });
+  const duplicate = redis.duplicate.bind(redis);
+  redis.duplicate = (override) => duplicate({ enableOfflineQueue, commandTimeout, ...override });
+  return redis;
 }

@@ -10,6 +10,10 @@ import { sessionErrors } from './api/session-errors';
 import { sessionsRouter } from './api/sessions.route';
 import type { SessionEventHub } from './store/session-event-hub';
 import type { SessionStore } from './store/session-store';
+import { requestTelemetry } from './observability/request-telemetry.middleware';
+import { writeMetrics } from '@tollway/telemetry';
+import type { Registry } from 'prom-client';
+import type { Tracer } from '@opentelemetry/api';
 
 /** Everything the API app is built from; main-api.ts wires the real ones, tests their own. */
 export interface AppDeps {
@@ -28,9 +32,16 @@ export interface AppDeps {
   maxBodyBytes: number;
   /** Unix ms; default Date.now. */
   clock?: () => number;
+  /** Served at `GET /metrics` when given (null: metrics off, or served on METRICS_PORT). */
+  metricsRegistry?: Registry | null;
+  /** The tracer when tracing is on; null or absent = off. */
+  tracer?: Tracer | null;
+  /** Where access log lines go; null or absent = no access log. */
+  accessLog?: Logger | null;
 }
 
-const REDIS_FAILURE = /Connection is closed|Stream isn't writeable|ECONNREFUSED|ETIMEDOUT|MaxRetriesPerRequest/;
+const REDIS_FAILURE =
+  /Connection is closed|Stream isn't writeable|ECONNREFUSED|ETIMEDOUT|MaxRetriesPerRequest|Command timed out/;
 
 /** A Redis outage is the store being unreachable (503), not a bug in the server (500). */
 const redisFailureAs503: ErrorRequestHandler = (err, _req, _res, next) => {
@@ -45,6 +56,9 @@ export function buildApp(deps: AppDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(requestId());
+  const registry = deps.metricsRegistry;
+  if (registry) app.get('/metrics', (_req, res) => writeMetrics(registry, res));
+  app.use(requestTelemetry({ tracer: deps.tracer ?? null, accessLog: deps.accessLog ?? null }));
   app.use(healthRouter(deps));
   // Any content type is read as JSON so a non-JSON body is a clear 400, never silently ignored.
   app.use(express.json({ limit: deps.maxBodyBytes, type: () => true }));

@@ -15,7 +15,23 @@ describe('loadApiConfig', () => {
       authEnabled: true,
       embeddedWorker: false,
       maxBodyBytes: 10 * 1024 * 1024,
+      metricsEnabled: true,
+      metricsHost: '0.0.0.0',
+      otelSdkDisabled: false,
     });
+  });
+
+  it('reads the telemetry settings: METRICS_PORT, METRICS_ENABLED and the standard OTEL_* variables', () => {
+    const config = loadApiConfig({
+      env: { METRICS_PORT: '9464', METRICS_ENABLED: 'false', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' },
+      argv: [],
+    });
+    expect(config).toMatchObject({
+      metricsPort: 9464,
+      metricsEnabled: false,
+      otelExporterOtlpEndpoint: 'http://collector:4318',
+    });
+    expect(() => loadApiConfig({ env: { METRICS_PORT: '70000' }, argv: [] })).toThrow(/METRICS_PORT/);
   });
 
   it('reads the spec-named flags and their environment variables', () => {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
+import { TELEMETRY_CONFIG_FIELDS, TELEMETRY_CONFIG_SOURCES, type TelemetryConfig } from '@tollway/telemetry';
 
 /**
  * Fields both process kinds (API and worker) read, so `worker-config.ts` spreads them into its
@@ -12,6 +13,8 @@ export const SHARED_CONFIG_FIELDS = {
   redisPrefix: z.string().default('tollway:'),
   /** winston log level; default `info`. */
   logLevel: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
+  /** Metrics and tracing (METRICS_ENABLED, METRICS_PORT, METRICS_HOST, OTEL_*): see @tollway/telemetry. */
+  ...TELEMETRY_CONFIG_FIELDS,
 };
 
 /** Where the shared fields are read from. */
@@ -19,6 +22,7 @@ export const SHARED_CONFIG_SOURCES = {
   redisUrl: { env: 'REDIS_URL', flag: 'redis-url' },
   redisPrefix: { env: 'REDIS_PREFIX', flag: 'redis-prefix' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
+  ...TELEMETRY_CONFIG_SOURCES,
 } satisfies Record<keyof typeof SHARED_CONFIG_FIELDS, ConfigSource>;
 
 const apiSchema = z.object({
@@ -60,7 +64,7 @@ const apiSources = {
 } satisfies Record<keyof z.infer<typeof apiSchema>, ConfigSource>;
 
 /** The API process's configuration. */
-export interface ApiConfig {
+export interface ApiConfig extends TelemetryConfig {
   redisUrl: string;
   redisPrefix: string;
   logLevel: z.infer<typeof SHARED_CONFIG_FIELDS.logLevel>;

@@ -12,6 +12,8 @@ import { startTurnReaper } from './worker/start-reaper';
 import { startWorker } from './worker/start-worker';
 import { readWorkerStats } from './worker/worker-registry';
 import { loadWorkerConfig } from './worker-config';
+import { registerApiMetrics, WorkerMetrics } from './observability/session-metrics';
+import { createMetricsRegistry, startMetricsServer, startTracing, tracingConfigured } from '@tollway/telemetry';
 
 /** Pending connections the kernel may queue (capped by net.core.somaxconn); Node's default is 511. */
 const LISTEN_BACKLOG = 4096;
@@ -34,11 +36,12 @@ function listenWithBacklog(app: Express, port: number, host: string): Promise<Se
 
 async function main(): Promise<void> {
   const config = loadApiConfig();
+  const tracing = await startTracing({ serviceName: 'agent-session-api', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'agent-session-api', level: config.logLevel });
-  const redis = createRedis(config.redisUrl, { name: 'agent-session:api' });
+  const redis = createRedis(config.redisUrl, { name: 'agent-session:api', failFast: true });
   // One subscriber connection per process serves every long-poll and the key-revocation channel.
   const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
-  const queueConnection = createRedis(config.redisUrl, { name: 'agent-session:queue' });
+  const queueConnection = createRedis(config.redisUrl, { name: 'agent-session:queue', failFast: true });
 
   const store = new SessionStore({ redis, prefix: config.redisPrefix });
   const hub = new SessionEventHub(subscriber, config.redisPrefix);
@@ -52,7 +55,20 @@ async function main(): Promise<void> {
   const sweeper =
     config.ttlSeconds > 0 ? startSessionSweeper(store, config.ttlSeconds * 1000, config.sweepIntervalMs, logger) : null;
 
+  const registry = config.metricsEnabled ? createMetricsRegistry('agent-session-api') : null;
+  if (registry) {
+    registerApiMetrics(registry, {
+      totalSessions: () => store.count(),
+      runningSessions: () => store.runningCount(),
+      queueCounts: () => turnQueue.counts(),
+      workerStats: () => readWorkerStats(redis, config.redisPrefix),
+      longPollWaiters: () => hub.size,
+    });
+  }
   const app = buildApp({
+    metricsRegistry: config.metricsPort === undefined ? registry : null,
+    tracer: tracing?.tracer ?? null,
+    accessLog: logger,
     redis,
     store,
     hub,
@@ -72,10 +88,17 @@ async function main(): Promise<void> {
     redisPrefix: config.redisPrefix,
     logLevel: config.logLevel,
   };
-  const worker = config.embeddedWorker ? await startWorker(workerConfig, { logger }) : null;
+  const workerMetrics = registry ? new WorkerMetrics(registry) : null;
+  const worker = config.embeddedWorker
+    ? await startWorker(workerConfig, { logger, metrics: workerMetrics, tracer: tracing?.tracer })
+    : null;
   // Without a worker of its own the API still reaps: if the only worker dies, its turns end in
   // `error` within seconds instead of staying `running` until some worker starts again.
-  const reaper = worker ? null : startTurnReaper(workerConfig, { redis, store, logger });
+  const reaper = worker ? null : startTurnReaper(workerConfig, { redis, store, logger, metrics: workerMetrics });
+  const metricsServer =
+    registry && config.metricsPort !== undefined
+      ? await startMetricsServer(registry, config.metricsPort, config.metricsHost)
+      : null;
   const server = await listenWithBacklog(app, config.port, config.host);
   logger.info('agent session API listening', {
     port: config.port,
@@ -84,6 +107,8 @@ async function main(): Promise<void> {
     allow_custom_ids: config.allowCustomIds,
     auth: config.authEnabled,
     embedded_worker: worker?.workerId ?? null,
+    metrics: registry ? (metricsServer ? metricsServer.address() : '/metrics') : 'off',
+    tracing: tracing !== null,
   });
 
   installShutdown(logger, [
@@ -95,12 +120,14 @@ async function main(): Promise<void> {
         return closed;
       },
     },
+    { name: 'metrics', run: () => (metricsServer ? closeServer(metricsServer) : undefined) },
     { name: 'embedded worker', run: () => worker?.close() },
     { name: 'reaper', run: () => reaper?.stop() },
     { name: 'sweeper', run: () => sweeper?.stop() },
     { name: 'queue', run: () => turnQueue.close() },
     { name: 'auth', run: () => authenticator?.close() },
     { name: 'redis', run: () => Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit()]) },
+    { name: 'tracing', run: () => tracing?.shutdown() },
   ]);
 }
 

@@ -1,13 +1,30 @@
-import { createLogger, installShutdown } from '@tollway/service-kit';
+import { closeServer, createLogger, installShutdown } from '@tollway/service-kit';
+import { createMetricsRegistry, startMetricsServer, startTracing, tracingConfigured } from '@tollway/telemetry';
+import { WorkerMetrics } from './observability/session-metrics';
 import { startWorker } from './worker/start-worker';
 import { loadWorkerConfig } from './worker-config';
 
-/** Entry point of a worker process (`pnpm --filter @tollway/agent-session worker`). */
+/**
+ * Entry point of a worker process (`pnpm --filter @tollway/agent-session worker`). It serves no
+ * HTTP but its metrics, on METRICS_PORT when set.
+ */
 async function main(): Promise<void> {
   const config = loadWorkerConfig();
+  const tracing = await startTracing({ serviceName: 'agent-session-worker', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'agent-session-worker', level: config.logLevel });
-  const worker = await startWorker(config, { logger });
-  installShutdown(logger, [{ name: 'worker', run: () => worker.close() }]);
+  const registry = config.metricsEnabled ? createMetricsRegistry('agent-session-worker') : null;
+  const metrics = registry ? new WorkerMetrics(registry) : null;
+  const worker = await startWorker(config, { logger, metrics, tracer: tracing?.tracer });
+  const metricsServer =
+    registry && config.metricsPort !== undefined
+      ? await startMetricsServer(registry, config.metricsPort, config.metricsHost)
+      : null;
+  if (metricsServer) logger.info('worker metrics listening', { address: metricsServer.address() });
+  installShutdown(logger, [
+    { name: 'worker', run: () => worker.close() },
+    { name: 'metrics', run: () => (metricsServer ? closeServer(metricsServer) : undefined) },
+    { name: 'tracing', run: () => tracing?.shutdown() },
+  ]);
 }
 
 main().catch((err: unknown) => {

@@ -15,6 +15,10 @@ import { chatCompletionsHandler } from './routes/chat-completions.route';
 import { healthRouter } from './routes/health.route';
 import { modelsRouter } from './routes/models.route';
 import { openApiRouter } from './routes/openapi.route';
+import { accessLog } from './observability/access-log.middleware';
+import type { GatewayTelemetry } from './observability/chat-observation';
+import { buildGatewayTelemetry } from './observability/gateway-telemetry';
+import { writeMetrics } from '@tollway/telemetry';
 
 /** Everything the gateway app is built from; `main.ts` wires the real ones, tests their own. */
 export interface GatewayDeps {
@@ -31,6 +35,8 @@ export interface GatewayDeps {
   consoleRouter?: Router;
   /** Extra paths (the admin API) for `GET /openapi.json`. */
   openApi?: InferenceOpenApiOptions;
+  /** Metrics, tracer, access log (see observability/); default built from the config, tracing off. */
+  telemetry?: GatewayTelemetry;
 }
 
 /**
@@ -39,12 +45,14 @@ export interface GatewayDeps {
  */
 export function buildApp(deps: GatewayDeps): Express {
   const app = express();
+  const telemetry = deps.telemetry ?? buildGatewayTelemetry(deps);
   const chatDeps = {
     catalog: deps.catalog,
     engines: deps.engines,
     admission: deps.admission,
     logger: deps.logger,
     defaultOutputReservationTokens: deps.config.defaultOutputReservationTokens,
+    telemetry,
   };
   const fast = chatFastPath({ ...chatDeps, authenticator: deps.authenticator, maxBodyBytes: deps.config.maxBodyBytes });
   app.listen = ((...args: unknown[]) => {
@@ -56,6 +64,11 @@ export function buildApp(deps: GatewayDeps): Express {
   app.disable('x-powered-by');
   app.disable('etag');
   app.use(requestId());
+  const registry = telemetry.metrics?.registry;
+  // With METRICS_PORT set, main.ts serves the metrics on their own listener instead.
+  if (registry && deps.config.metricsPort === undefined)
+    app.get('/metrics', (_req, res) => writeMetrics(registry, res));
+  if (telemetry.accessLog) app.use(accessLog(telemetry.accessLog));
   app.use(healthRouter(deps));
   app.use(openApiRouter(deps.openApi));
   if (deps.adminRouter) app.use('/admin/v1', deps.adminRouter);

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
+import { TELEMETRY_CONFIG_FIELDS, TELEMETRY_CONFIG_SOURCES } from '@tollway/telemetry';
 
 /** The catalog that ships with the service (copied into `dist/` by the build). */
 export const DEFAULT_CATALOG_PATH = path.resolve(__dirname, '..', 'catalog', 'default.catalog.yaml');
@@ -84,6 +85,10 @@ export const GatewayConfigSchema = z.object({
   consoleDir: z.string().optional(),
   /** winston log level; default `info`. */
   logLevel: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
+  /** One JSON access log line per request (winston, level info); default true. */
+  accessLog: envBoolean.default(true),
+  /** Metrics and tracing (METRICS_ENABLED, METRICS_PORT, METRICS_HOST, OTEL_*): see @tollway/telemetry. */
+  ...TELEMETRY_CONFIG_FIELDS,
 });
 
 /** Parsed gateway configuration. */
@@ -115,6 +120,8 @@ export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSc
   consoleSignInWindowMs: { env: 'CONSOLE_SIGN_IN_WINDOW_MS' },
   consoleDir: { env: 'CONSOLE_DIR' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
+  accessLog: { env: 'ACCESS_LOG' },
+  ...TELEMETRY_CONFIG_SOURCES,
 };
 
 /** Parses the gateway configuration from `process.env` and `process.argv` (or the given input, for tests). */

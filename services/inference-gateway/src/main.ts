@@ -1,46 +1,58 @@
 import { createLogger, createRedis, installShutdown, listen, closeServer } from '@tollway/service-kit';
+import { startMetricsServer, startTracing, tracingConfigured } from '@tollway/telemetry';
 import { wireAccounts } from './admission/accounts-wiring';
 import { buildApp } from './app';
 import { CatalogStore, followCatalogChanges } from './catalog/catalog-store';
 import { loadGatewayConfig } from './config';
 import { EngineRegistry } from './engines';
+import { buildGatewayTelemetry } from './observability/gateway-telemetry';
 
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
+  // Before anything else, so the SDK is in place when the first request arrives.
+  const tracing = await startTracing({ serviceName: 'inference-gateway', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'inference-gateway', level: config.logLevel });
   const catalog = CatalogStore.fromFile(config.catalogPath);
   const engines = new EngineRegistry({ connections: config.upstreamConnections, timeoutMs: config.upstreamTimeoutMs });
   catalog.subscribe((models) => engines.sync(models));
   followCatalogChanges(catalog, logger, config.catalogWatch);
-  const redis = createRedis(config.redisUrl, { name: 'gateway' });
+  const redis = createRedis(config.redisUrl, { name: 'gateway', failFast: true });
   const accounts = await wireAccounts(config, redis, logger, { catalog, engines });
-  const { authenticator, admission, adminRouter, consoleRouter, openApi } = accounts;
+  const { authenticator, admission, adminRouter, consoleRouter, openApi, admissionStats } = accounts;
+  const telemetry = buildGatewayTelemetry({
+    ...{ config, logger, catalog, engines, admissionStats },
+    tracer: tracing?.tracer,
+  });
 
   const app = buildApp({
-    config,
-    logger,
-    catalog,
-    engines,
-    authenticator,
-    admission,
-    redis,
-    adminRouter,
-    consoleRouter,
-    openApi,
+    ...{ config, logger, catalog, engines, authenticator, admission, redis, adminRouter, consoleRouter, openApi },
+    telemetry,
   });
+  const metricsServer =
+    telemetry.metrics && config.metricsPort !== undefined
+      ? await startMetricsServer(telemetry.metrics.registry, config.metricsPort, config.metricsHost)
+      : null;
   const server = await listen(app, config.port, config.host);
   // Longer than the usual load balancer idle timeout (60 s), so the balancer closes first.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
-  logger.info('gateway listening', { port, host: config.host, models: catalog.all().length });
+  logger.info('gateway listening', {
+    port,
+    host: config.host,
+    models: catalog.all().length,
+    metrics: telemetry.metrics ? (metricsServer ? metricsServer.address() : '/metrics') : 'off',
+    tracing: tracing !== null,
+  });
   installShutdown(logger, [
     { name: 'http', run: () => closeServer(server) },
+    { name: 'metrics', run: () => (metricsServer ? closeServer(metricsServer) : undefined) },
     { name: 'catalog', run: () => catalog.close() },
     { name: 'engines', run: () => engines.close() },
     { name: 'accounts', run: () => accounts.close() },
     { name: 'redis', run: () => redis.quit() },
+    { name: 'tracing', run: () => tracing?.shutdown() },
   ]);
 }
 

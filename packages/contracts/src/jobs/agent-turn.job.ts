@@ -16,5 +16,7 @@ export const AgentTurnJob = z.object({
   message: MessageRequest,
   /** Unix milliseconds when the API accepted the message. */
   accepted_at: z.number().int(),
+  /** W3C `traceparent` of the API request that queued the turn (present only when tracing is on). */
+  traceparent: z.string().max(256).optional(),
 });
 export type AgentTurnJob = z.infer<typeof AgentTurnJob>;

@@ -7,6 +7,11 @@ export interface GatewayClientOptions {
   apiKey: string;
   /** Timeout of one HTTP request to the gateway, in ms. */
   timeoutMs: number;
+  /**
+   * The W3C `traceparent` to send with each call (the turn's invoke_agent span), so the gateway's
+   * spans join the turn's trace; returns undefined when tracing is off.
+   */
+  traceparent?: () => string | undefined;
 }
 
 /**
@@ -19,6 +24,12 @@ const errorBodies = new WeakMap<object, string>();
 /** An `openai` client for the gateway with SDK retries off: agents retry through `callModel`. */
 export function createGatewayClient(options: GatewayClientOptions): OpenAI {
   const capturingFetch: typeof fetch = async (input, init) => {
+    const traceparent = options.traceparent?.();
+    if (traceparent) {
+      const headers = new Headers(init?.headers);
+      headers.set('traceparent', traceparent);
+      init = { ...init, headers };
+    }
     const response = await fetch(input, init);
     if (!response.ok) {
       const text = await response

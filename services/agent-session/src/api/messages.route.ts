@@ -5,6 +5,7 @@ import { normalizeSessionId, sessionLocation, toStoredMessage } from '../domain/
 import { orgOf } from './auth';
 import type { SessionRouteDeps } from './route-deps';
 import { sessionErrors } from './session-errors';
+import { requestTraceparent } from '../observability/request-telemetry.middleware';
 
 /** `/sessions/{id}/messages`: send a message (starts a background turn) and read the history. */
 export function messagesRouter(deps: SessionRouteDeps): Router {
@@ -27,6 +28,7 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
         org_id: org,
         message: body.data,
         accepted_at: deps.clock(),
+        traceparent: requestTraceparent(res),
       });
     } catch (err) {
       // Nothing accepted is silently lost: the turn ends in error (compare-and-set) before the 503.

@@ -204,6 +204,11 @@ export class SessionStore {
   }
 
   /** Turns running now, cluster-wide, with their start time (Unix ms); the worker's reaper reads it. */
+  /** Sessions running a turn now (one ZCARD; for the metrics). */
+  runningCount(): Promise<number> {
+    return this.redis.zcard(this.keys.running);
+  }
+
   async listRunningTurns(): Promise<Array<{ sessionId: string; turnId: string; startedAt: number }>> {
     const flat = await this.redis.zrange(this.keys.running, 0, -1, 'WITHSCORES');
     if (flat.length === 0) return [];

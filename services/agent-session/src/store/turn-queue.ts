@@ -31,6 +31,12 @@ export class TurnQueueProducer {
     });
   }
 
+  /** Jobs waiting, active and delayed (for the metrics). */
+  async counts(): Promise<{ waiting: number; active: number; delayed: number }> {
+    const counts = await this.queue.getJobCounts('waiting', 'active', 'delayed');
+    return { waiting: counts.waiting ?? 0, active: counts.active ?? 0, delayed: counts.delayed ?? 0 };
+  }
+
   /** Closes the queue (not the connection it was given). */
   close(): Promise<void> {
     return this.queue.close();

@@ -14,6 +14,8 @@ export interface WebhookDeliveryOptions {
   signingSecret?: string;
   /** Host names, addresses and CIDRs exempt from the public-address rule. */
   allowedHosts?: readonly string[];
+  /** Told of each finished attempt (the metrics): 2xx or not, and its duration in seconds. */
+  observe?: (ok: boolean, seconds: number) => void;
 }
 
 /** How one delivery went (also logged). */
@@ -36,8 +38,10 @@ export class WebhookDelivery {
 
   /** Starts a delivery and returns at once; the promise never rejects. */
   deliver(spec: WebhookSpec, payload: WebhookPayload, eventId: string): Promise<DeliveryResult> {
+    const startedAt = performance.now();
     const attempt = this.attempt(spec, payload, eventId).then((result) => {
       this.inFlight.delete(attempt);
+      this.options.observe?.(result.ok, (performance.now() - startedAt) / 1000);
       const meta = { session_id: payload.session_id, webhook_id: eventId, host: safeHost(spec.url) };
       if (result.ok) this.options.logger.info('webhook delivered', { ...meta, status: result.status });
       else

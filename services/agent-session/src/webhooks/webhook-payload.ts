@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import type { ChatMessage, TraceMetrics, WebhookPayload, WebhookSpec } from '@tollway/contracts';
 import type { StoredMessage } from '../store/session-store';
 
@@ -18,11 +17,8 @@ export interface TurnReport {
   durationMs: number;
   /** Tokens of all model calls of the turn. */
   totalTokens: number;
-}
-
-/** A new trace id (32 hex digits, the W3C trace-id shape). */
-export function newTraceId(): string {
-  return randomBytes(16).toString('hex');
+  /** Id of the turn's OpenTelemetry trace (32 hex digits); null or absent when tracing is off. */
+  traceId?: string | null;
 }
 
 /**
@@ -33,7 +29,7 @@ export function buildWebhookPayload(spec: WebhookSpec, report: TurnReport, traci
   const success = report.end.kind === 'success';
   const traceMetrics: TraceMetrics | null = tracingEnabled
     ? {
-        trace_id: newTraceId(),
+        trace_id: report.traceId ?? null,
         total_duration: report.durationMs / 1000,
         total_tokens: report.totalTokens,
         has_error: !success,

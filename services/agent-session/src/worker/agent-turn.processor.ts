@@ -8,6 +8,9 @@ import { TURN_CANCELLED_ERROR, type TurnEnd } from '../webhooks/webhook-payload'
 import type { ChildOutcome, ChildPool, ChildReservation } from './child-pool';
 import type { TurnCancellations } from './turn-cancellations';
 import type { WorkerRegistration } from './worker-registry';
+import type { WorkerMetrics } from '../observability/session-metrics';
+import { TurnTrace } from '../observability/turn-trace';
+import type { Tracer } from '@opentelemetry/api';
 
 /** What the processor needs. */
 export interface AgentTurnProcessorDeps {
@@ -20,6 +23,10 @@ export interface AgentTurnProcessorDeps {
   /** A turn running longer is killed, in ms; 0 = no limit. */
   turnTimeoutMs: number;
   clock?: () => number;
+  /** Turn counters and durations; null = metrics off. */
+  metrics?: WorkerMetrics | null;
+  /** The tracer when tracing is on; null = off. */
+  tracer?: Tracer | null;
 }
 
 /**
@@ -39,6 +46,12 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     const logger = deps.logger.child({ session_id: sessionId, turn_id: turnId });
     const cancel = deps.cancellations.track(turnId, sessionId);
     const startedAt = clock();
+    const trace = deps.tracer ? new TurnTrace(deps.tracer, turn) : null;
+    const traceId = trace?.traceId ?? null;
+    const ended = (outcome: Parameters<WorkerMetrics['turnEnded']>[0]) => {
+      deps.metrics?.turnEnded(outcome, (clock() - startedAt) / 1000);
+      trace?.end(outcome);
+    };
     let lease: Promise<boolean> | null = null;
     let child: ChildReservation | null = null;
     try {
@@ -47,19 +60,23 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       const context = await deps.store.getTurnContext(sessionId, turnId);
       if (!context || cancel.aborted) {
         // Deleted before the turn started (a lost turn is reaped, never left for a later start).
-        reportCancelled(deps, turn, context?.history ?? null, clock() - startedAt);
+        ended('cancelled');
+        reportCancelled(deps, turn, context?.history ?? null, clock() - startedAt, traceId);
         return;
       }
       child = await deps.pool.reserve(cancel);
       if (!child && !cancel.aborted) {
         // The worker is shutting down before the turn started: hand the job back to the queue.
+        trace?.end('requeued');
         await job.moveToWait(token);
         throw new WaitingError();
       }
       if (!child) {
-        reportCancelled(deps, turn, context.history, clock() - startedAt);
+        ended('cancelled');
+        reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
         return;
       }
+      deps.metrics?.turnStarted();
       // Leased once it has a process, so a leased turn (what /health counts) is executing. The lease
       // write goes out with the run, not before it; a worker dying in between leaves an active job
       // without a lease, which the reaper recognises by its lapsed job lock.
@@ -77,12 +94,15 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         sessionId,
         { history, message, userParams: turn.message.user_params },
         deps.turnTimeoutMs,
+        trace?.agentStarts(sessionId),
       );
       if (outcome.kind === 'cancelled') {
         logger.info('turn cancelled; agent process killed');
-        reportCancelled(deps, turn, context.history, clock() - startedAt);
+        ended('cancelled');
+        reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
         return;
       }
+      ended(outcome.kind === 'success' ? 'succeeded' : outcome.kind === 'timeout' ? 'timed_out' : 'failed');
       const end = toTurnOutcome(outcome);
       await lease;
       lease = null;
@@ -97,12 +117,22 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       if (result === 'applied') {
         if (end.kind === 'error') logger.warn('turn failed', { error: end.error });
         const after = end.kind === 'success' ? [...context.history, ...end.append] : context.history;
-        deps.notifier.notify(turn, { sessionId, end: toTurnEnd(end), history: after, durationMs, totalTokens });
+        deps.notifier.notify(turn, {
+          sessionId,
+          end: toTurnEnd(end),
+          history: after,
+          durationMs,
+          totalTokens,
+          traceId,
+        });
         return;
       }
       // Stale: the session was deleted while the turn ended, or a reaper already ended it.
       logger.info('turn result discarded: the turn is no longer current');
-      if (stillLeased) reportCancelled(deps, turn, context.history, durationMs);
+      if (stillLeased) reportCancelled(deps, turn, context.history, durationMs, traceId);
+    } catch (err) {
+      if (!(err instanceof WaitingError)) trace?.end('failed');
+      throw err;
     } finally {
       child?.release();
       deps.cancellations.untrack(turnId);
@@ -116,6 +146,7 @@ function reportCancelled(
   turn: AgentTurnJob,
   history: StoredMessage[] | null,
   durationMs: number,
+  traceId: string | null,
 ): void {
   deps.notifier.notify(turn, {
     sessionId: turn.session_id,
@@ -123,6 +154,7 @@ function reportCancelled(
     history,
     durationMs,
     totalTokens: 0,
+    traceId,
   });
 }
 

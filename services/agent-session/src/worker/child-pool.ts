@@ -26,7 +26,13 @@ export interface ChildPoolOptions {
 /** An idle child set aside for one turn. */
 export interface ChildReservation {
   /** Runs the turn in the reserved child (once). */
-  run(turnId: string, sessionId: string, input: AgentInput, timeoutMs: number): Promise<ChildOutcome>;
+  run(
+    turnId: string,
+    sessionId: string,
+    input: AgentInput,
+    timeoutMs: number,
+    traceparent?: string,
+  ): Promise<ChildOutcome>;
   /** Hands the child back unused; a no-op after `run`. */
   release(): void;
 }
@@ -75,9 +81,9 @@ export class ChildPool {
     if (!child) return null;
     let used = false;
     return {
-      run: (turnId, sessionId, input, timeoutMs) => {
+      run: (turnId, sessionId, input, timeoutMs, traceparent) => {
         used = true;
-        return this.runOn(child, turnId, sessionId, input, cancel, timeoutMs);
+        return this.runOn(child, turnId, sessionId, input, cancel, timeoutMs, traceparent);
       },
       release: () => {
         if (!used) this.release(child);
@@ -97,6 +103,7 @@ export class ChildPool {
     input: AgentInput,
     cancel: AbortSignal,
     timeoutMs: number,
+    traceparent: string | undefined,
   ): Promise<ChildOutcome> {
     return new Promise<ChildOutcome>((resolve) => {
       let timer: NodeJS.Timeout | undefined;
@@ -127,7 +134,7 @@ export class ChildPool {
           finish({ kind: 'timeout', error: `turn timed out after ${timeoutMs} ms` });
         }, timeoutMs);
       }
-      child.process.send({ type: 'run', turnId, sessionId, input }, (err) => {
+      child.process.send({ type: 'run', turnId, sessionId, input, traceparent }, (err) => {
         if (err) {
           this.kill(child);
           finish({ kind: 'crashed', error: `turn failed: could not reach the agent process (${err.message})` });

@@ -19,6 +19,8 @@ export interface ChildRun {
   turnId: string;
   sessionId: string;
   input: AgentInput;
+  /** `traceparent` of the turn's invoke_agent span, sent on its model calls; absent when tracing is off. */
+  traceparent?: string;
 }
 
 /** Messages the parent sends. */

@@ -8,6 +8,8 @@ import { TurnNotifier } from '../webhooks/turn-notifier';
 import { WebhookDelivery } from '../webhooks/webhook-delivery';
 import type { WorkerConfig } from '../worker-config';
 import { TurnReaper } from './turn-reaper';
+import type { WorkerMetrics } from '../observability/session-metrics';
+import { tracingConfigured } from '@tollway/telemetry';
 
 /** What startTurnReaper works with. */
 export interface StartTurnReaperDeps {
@@ -16,6 +18,8 @@ export interface StartTurnReaperDeps {
   logger: Logger;
   /** Sends the webhooks of reaped turns; default one built from `config`. */
   notifier?: TurnNotifier;
+  /** Counts recoveries (and webhook deliveries of the default notifier); null = metrics off. */
+  metrics?: WorkerMetrics | null;
 }
 
 /** A running reaper. */
@@ -24,15 +28,23 @@ export interface RunningReaper {
   stop(): Promise<void>;
 }
 
-/** The webhook sender of a worker config (timeout, signing secret, allow-list, tracing). */
-export function createTurnNotifier(config: WorkerConfig, logger: Logger): TurnNotifier {
+/**
+ * The webhook sender of a worker config (timeout, signing secret, allow-list). Payloads carry
+ * `trace_metrics` when TRACING_ENABLED is set or OpenTelemetry tracing is on.
+ */
+export function createTurnNotifier(
+  config: WorkerConfig,
+  logger: Logger,
+  metrics: WorkerMetrics | null = null,
+): TurnNotifier {
   const delivery = new WebhookDelivery({
     logger,
     timeoutMs: config.webhookTimeoutMs,
     signingSecret: config.webhookSigningSecret,
     allowedHosts: config.webhookAllowedHosts,
+    observe: metrics ? (ok, seconds) => metrics.webhookDelivered(ok, seconds) : undefined,
   });
-  return new TurnNotifier(delivery, config.tracingEnabled);
+  return new TurnNotifier(delivery, config.tracingEnabled || tracingConfigured(config));
 }
 
 /**
@@ -41,7 +53,7 @@ export function createTurnNotifier(config: WorkerConfig, logger: Logger): TurnNo
  * still ends in `error` within seconds. Reapers are idempotent: any number may run.
  */
 export function startTurnReaper(config: WorkerConfig, deps: StartTurnReaperDeps): RunningReaper {
-  const notifier = deps.notifier ?? createTurnNotifier(config, deps.logger);
+  const notifier = deps.notifier ?? createTurnNotifier(config, deps.logger, deps.metrics ?? null);
   const queue = new Queue(AGENT_TURN_QUEUE, { connection: deps.redis, prefix: turnQueuePrefix(config.redisPrefix) });
   const reaper = new TurnReaper({
     redis: deps.redis,
@@ -52,6 +64,7 @@ export function startTurnReaper(config: WorkerConfig, deps: StartTurnReaperDeps)
     logger: deps.logger,
     intervalMs: config.reaperIntervalMs,
     leaseTtlMs: config.leaseTtlMs,
+    onRecovered: deps.metrics ? () => deps.metrics?.turnRecovered() : undefined,
   });
   reaper.start();
   return {

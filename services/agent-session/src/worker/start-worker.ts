@@ -12,6 +12,8 @@ import { siblingFile } from './spawn-node';
 import { TurnCancellations } from './turn-cancellations';
 import { createTurnNotifier, startTurnReaper } from './start-reaper';
 import { WorkerRegistration } from './worker-registry';
+import type { WorkerMetrics } from '../observability/session-metrics';
+import type { Tracer } from '@opentelemetry/api';
 
 /**
  * Jobs taken from the queue per agent process: a job fetched ahead waits for a free process (it is
@@ -24,6 +26,10 @@ const SHUTDOWN_TURN_GRACE_MS = 5_000;
 /** Optional collaborators of startWorker. */
 export interface StartWorkerDeps {
   logger?: Logger;
+  /** Turn, webhook and reaper metrics; null or absent = off. */
+  metrics?: WorkerMetrics | null;
+  /** The tracer when tracing is on; null or absent = off. */
+  tracer?: Tracer | null;
 }
 
 /** A running worker. */
@@ -85,7 +91,8 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
     ttlMs: config.leaseTtlMs,
   });
   const cancellations = await TurnCancellations.start(subscriber, config.redisPrefix, logger);
-  const notifier = createTurnNotifier(config, logger);
+  const metrics = deps.metrics ?? null;
+  const notifier = createTurnNotifier(config, logger, metrics);
   await registration.heartbeat();
   const heartbeat = setInterval(
     () => {
@@ -97,7 +104,7 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   );
   heartbeat.unref();
 
-  const reaper = startTurnReaper(config, { redis, store, logger, notifier });
+  const reaper = startTurnReaper(config, { redis, store, logger, notifier, metrics });
 
   const processor = createAgentTurnProcessor({
     store,
@@ -107,6 +114,8 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
     notifier,
     logger,
     turnTimeoutMs: config.turnTimeoutMs,
+    metrics,
+    tracer: deps.tracer ?? null,
   });
   const worker = new Worker(AGENT_TURN_QUEUE, processor, {
     connection: queueRedis,

@@ -14,6 +14,8 @@ let agent: Agent | null = null;
 let base: Omit<AgentContext, 'logger' | 'signal'> | null = null;
 let logger: Logger | null = null;
 const turnAborts = new Set<AbortController>();
+/** `traceparent` of the turn running now (one at a time per child), put on its model calls. */
+let turnTraceparent: string | undefined;
 
 /** The parent is gone (IPC closed): stop, so an orphaned turn makes no further model calls. */
 function exitOrphaned(): never {
@@ -48,6 +50,7 @@ async function init(message: ChildInit): Promise<void> {
       baseURL: message.gatewayBaseUrl,
       apiKey: message.gatewayApiKey,
       timeoutMs: message.gatewayTimeoutMs,
+      traceparent: () => turnTraceparent,
     }),
     settings: message.settings,
   };
@@ -61,6 +64,7 @@ async function run(message: ChildRun): Promise<void> {
   }
   const abort = new AbortController();
   turnAborts.add(abort);
+  turnTraceparent = message.traceparent;
   const turnLogger = logger.child({ session_id: message.sessionId, turn_id: message.turnId });
   try {
     const result = await agent(message.input, { ...base, logger: turnLogger, signal: abort.signal });
@@ -75,6 +79,7 @@ async function run(message: ChildRun): Promise<void> {
   } catch (err) {
     send({ type: 'done', turnId: message.turnId, ok: false, error: err instanceof Error ? err.message : String(err) });
   } finally {
+    turnTraceparent = undefined;
     turnAborts.delete(abort);
   }
 }

@@ -32,6 +32,8 @@ export interface TurnReaperOptions {
   /** Lease lifetime, in ms: a turn is only suspected once it is older than this. */
   leaseTtlMs: number;
   clock?: () => number;
+  /** Told of each turn it ends (the metrics). */
+  onRecovered?: () => void;
 }
 
 /**
@@ -123,6 +125,7 @@ export class TurnReaper {
   private async end(sessionId: string, turnId: string, error: string, job: AgentTurnJob | null): Promise<boolean> {
     const result = await this.options.store.finishTurn(sessionId, turnId, { kind: 'error', error });
     if (result !== 'applied') return false;
+    this.options.onRecovered?.();
     this.options.logger.warn('reaped an orphaned turn', { session_id: sessionId, turn_id: turnId, error });
     if (job) {
       const history = job.message.webhook?.include_messages

@@ -85,7 +85,8 @@ describe('with the echo agent', () => {
       messages: history.body,
     });
     expect(payload.trace_metrics).toMatchObject({ total_tokens: 0, has_error: false });
-    expect(payload.trace_metrics!.trace_id).toMatch(/^[0-9a-f]{32}$/);
+    // TRACING_ENABLED without an OpenTelemetry exporter: trace_metrics, but no trace to name.
+    expect(payload.trace_metrics!.trace_id).toBeNull();
     const headers = {
       'webhook-id': String(callback!.headers['webhook-id']),
       'webhook-timestamp': String(callback!.headers['webhook-timestamp']),

@@ -14,7 +14,7 @@ import { wireConsole } from '../console/console-wiring';
 import type { EngineRegistry } from '../engines';
 import { adminOpenApi } from '../routes/admin/admin.openapi';
 import { buildAdminRouter } from '../routes/admin/admin.router';
-import type { Admission, Authenticator, Principal } from './admission.types';
+import type { Admission, AdmissionStats, Authenticator, Principal } from './admission.types';
 import { ConfigKeyAuthenticator } from './config-key.authenticator';
 import { admissionUnavailable } from './admission-errors';
 import { RedisAdmission } from './redis-admission';
@@ -29,6 +29,8 @@ export interface AccountsWiring {
   /** The key-management console, mounted at `/console`; absent when `ADMIN_TOKEN` is unset. */
   consoleRouter?: Router;
   openApi: InferenceOpenApiOptions;
+  /** What admission holds now (slices, leases), for the metrics. */
+  admissionStats: () => AdmissionStats;
   /** Writes the settlements still queued and stops listening for key revocations. */
   close(): Promise<void>;
 }
@@ -113,6 +115,7 @@ export async function wireAccounts(
     adminRouter,
     consoleRouter,
     openApi: adminOpenApi(),
+    admissionStats: () => metered.stats(),
     close: async () => {
       await metered.close();
       await keys.close();

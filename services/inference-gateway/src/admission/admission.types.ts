@@ -51,6 +51,18 @@ export interface AdmissionTicket {
   release(): Promise<void>;
 }
 
+/** What a replica's admission holds, read when metrics are scraped. */
+export interface AdmissionStats {
+  /** Quota slices held by this replica now. */
+  slicesHeld: number;
+  /** Slices granted since start. */
+  sliceGrants: number;
+  /** Capacity-lease renewal rounds sent since start. */
+  leaseRenewals: number;
+  /** Model id → capacity leases this replica holds (running requests and reserved block slots). */
+  leasesByModel: ReadonlyMap<string, number>;
+}
+
 /** Admits or refuses; a refusal throws a ServiceError (429 / 402) carrying its headers. */
 export interface Admission {
   admit(request: AdmissionRequest): Promise<AdmissionTicket>;

@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { luaScript, runScripts, type ScriptCall } from '@tollway/accounts';
 import { ADMIT_LUA } from './scripts/admit.lua';
 
-const admitScript = luaScript(ADMIT_LUA);
+const admitScript = luaScript(ADMIT_LUA, 'admit');
 
 /** One admission for the admit script: its four keys and eleven arguments (see admit.lua.ts). */
 export interface AdmitCall {

@@ -10,6 +10,8 @@ import type { Logger } from '@tollway/service-kit';
 export class LeaseRenewer {
   private readonly active = new Map<string, Set<string>>();
   private timer: NodeJS.Timeout | null = null;
+  /** Renewal rounds sent since start (for `tollway_capacity_lease_renewals_total`). */
+  renewals = 0;
 
   constructor(
     private readonly redis: Redis,
@@ -41,7 +43,13 @@ export class LeaseRenewer {
     }
   }
 
+  /** Lease key → how many leases this replica holds and renews there (read when metrics are scraped). */
+  held(): ReadonlyMap<string, ReadonlySet<string>> {
+    return this.active;
+  }
+
   private renew(): void {
+    this.renewals++;
     const expiry = this.now() + this.leaseMs;
     const pipeline = this.redis.pipeline();
     for (const [leaseKey, ids] of this.active) {

@@ -149,6 +149,8 @@ export class LocalQuota {
   private readonly grantsByOrg = new Map<string, number>();
   private readonly grantsByModel = new Map<string, number>();
   private enabled = true;
+  /** Slices granted since start (each replaces the organization's previous one). */
+  sliceGrants = 0;
 
   constructor(
     private readonly now: () => number,
@@ -162,6 +164,11 @@ export class LocalQuota {
     this.blockFraction = options.blockFraction ?? 1 / 16;
     this.maxBlock = options.maxBlock ?? 64;
     this.minBlock = options.minBlock ?? 4;
+  }
+
+  /** Slices this replica holds now. */
+  slicesHeld(): number {
+    return this.slices.size;
   }
 
   /** Admits `request` from this replica's slice (and block), or returns null: ask Redis. */
@@ -259,6 +266,7 @@ export class LocalQuota {
           live: true,
         };
         this.grantsByOrg.set(orgId, (this.grantsByOrg.get(orgId) ?? 0) + 1);
+        this.sliceGrants++;
         const previous = this.slices.get(orgId);
         if (previous) this.retireSlice(previous);
         this.slices.set(orgId, installed);

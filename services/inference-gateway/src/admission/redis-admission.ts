@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { accountKeys, luaScript, runScripts, type AccountKeys } from '@tollway/accounts';
 import { BUDGET_KINDS, formatRateLimitDuration, RATE_LIMIT_HEADERS } from '@tollway/contracts';
 import { ServiceError, type Logger } from '@tollway/service-kit';
-import type { Admission, AdmissionRequest, AdmissionTicket, SettledUsage } from './admission.types';
+import type { Admission, AdmissionRequest, AdmissionStats, AdmissionTicket, SettledUsage } from './admission.types';
 import { admissionUnavailable, insufficientQuota, providerOverloaded, rateLimitExceeded } from './admission-errors';
 import { invalidApiKey } from '../errors';
 import { LeaseRenewer } from './lease-renewer';
@@ -12,7 +12,7 @@ import { SettlementBatcher } from './settlement-batcher';
 import { LocalQuota, NO_PLAN, type LocalGrant, type LocalQuotaOptions, type SliceGrant } from './local-quota';
 import { RETURN_LUA } from './scripts/return.lua';
 
-const returnScript = luaScript(RETURN_LUA);
+const returnScript = luaScript(RETURN_LUA, 'return');
 
 /** Options of RedisAdmission. */
 export interface RedisAdmissionOptions {
@@ -47,6 +47,8 @@ export interface RedisAdmissionOptions {
 export function modelLeaseKey(prefix: string, modelId: string): string {
   return `${prefix}{model:${modelId}}:leases`;
 }
+
+const LEASE_KEY_MODEL = /\{model:(.*)\}:leases$/;
 
 /**
  * Admission control on Redis: one script call per event-loop turn checks credit, takes from the
@@ -146,6 +148,21 @@ export class RedisAdmission implements Admission {
   /** Resolves once the change channel's first subscription settled (local admission is then on). */
   ready(): Promise<void> {
     return this.listening;
+  }
+
+  /** What this replica holds now, for the metrics (read at scrape time, never on the request path). */
+  stats(): AdmissionStats {
+    const leasesByModel = new Map<string, number>();
+    for (const [leaseKey, ids] of this.renewer.held()) {
+      const modelId = LEASE_KEY_MODEL.exec(leaseKey)?.[1];
+      if (modelId !== undefined) leasesByModel.set(modelId, (leasesByModel.get(modelId) ?? 0) + ids.size);
+    }
+    return {
+      slicesHeld: this.local?.slicesHeld() ?? 0,
+      sliceGrants: this.local?.sliceGrants ?? 0,
+      leaseRenewals: this.renewer.renewals,
+      leasesByModel,
+    };
   }
 
   /**

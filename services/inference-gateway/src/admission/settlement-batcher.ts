@@ -3,7 +3,7 @@ import { luaScript, runScripts, USAGE_RETENTION_SECONDS, type AccountKeys, type 
 import type { Logger } from '@tollway/service-kit';
 import { SETTLE_LUA } from './scripts/settle.lua';
 
-const settleScript = luaScript(SETTLE_LUA);
+const settleScript = luaScript(SETTLE_LUA, 'settle');
 
 /** One finished request, to be settled. */
 export interface Settlement {

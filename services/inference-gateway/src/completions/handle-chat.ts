@@ -6,6 +6,7 @@ import type { CatalogStore } from '../catalog/catalog-store';
 import type { EngineRegistry } from '../engines';
 import { ClientAbort } from '../engines/engine.types';
 import { modelNotFound } from '../errors';
+import type { ChatObservation, GatewayTelemetry } from '../observability/chat-observation';
 import { countPromptTokensFairly } from '../tokenizer/count-tokens';
 import { validateChatRequest } from '../validation/chat-request';
 import { serveCompletion } from './serve-completion';
@@ -18,6 +19,8 @@ export interface ChatDeps {
   logger: Logger;
   /** Output tokens reserved when a request sets neither max_tokens nor max_completion_tokens. */
   defaultOutputReservationTokens: number;
+  /** Metrics, tracing and access log; absent or all null = not observed. */
+  telemetry?: GatewayTelemetry;
 }
 
 /**
@@ -30,10 +33,12 @@ export async function handleChat(
   principal: Principal,
   requestId: string,
   res: ServerResponse,
+  observation: ChatObservation | null = null,
 ): Promise<void> {
   const { request, model } = validateChatRequest(body, deps.catalog);
   const engine = deps.engines.get(model.id);
   if (!engine) throw modelNotFound(model.id);
+  observation?.modelChosen(model, request.stream === true);
   const abort = new ClientAbort();
   res.on('close', () => {
     if (!res.writableFinished) abort.abort();
@@ -41,7 +46,7 @@ export async function handleChat(
   const inputTokens = await countPromptTokensFairly(request.messages);
   const reservation = outputReservation(request, deps.defaultOutputReservationTokens);
   const reservedOutputTokens = reservation.tokens;
-  const ticket = await deps.admission.admit({
+  const decision = deps.admission.admit({
     principal,
     modelId: model.id,
     inputTokens,
@@ -50,6 +55,7 @@ export async function handleChat(
     capacity: model.capacity,
     pricePerMillion: model.price_per_million,
   });
+  const ticket = observation ? await observation.admission(decision) : await decision;
   await serveCompletion(
     {
       engine,
@@ -60,6 +66,8 @@ export async function handleChat(
       reservedOutputTokens,
       requestId,
       logger: deps.logger,
+      engineKind: model.engine.kind,
+      observation,
     },
     res,
   );

@@ -3,6 +3,7 @@ import type { ChatCompletionResponse } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
 import type { AdmissionTicket, SettledUsage } from '../admission/admission.types';
 import { EngineAbortedError, type Engine, type EngineCall } from '../engines/engine.types';
+import type { ChatObservation } from '../observability/chat-observation';
 import { ChunkNormaliser } from '../streaming/chunk-normaliser';
 import { relayStream, SSE_HEADERS } from '../streaming/sse-relay';
 import { countTextTokens } from '../tokenizer/count-tokens';
@@ -19,6 +20,9 @@ export interface AdmittedCompletion {
   reservedOutputTokens: number;
   requestId: string;
   logger: Logger;
+  /** The catalog's engine kind (`gen_ai.provider.name` of the engine call). */
+  engineKind: string;
+  observation: ChatObservation | null;
 }
 
 /**
@@ -32,6 +36,7 @@ export async function serveCompletion(admitted: AdmittedCompletion, res: ServerR
     await release(admitted);
     return;
   }
+  admitted.observation?.engineCallStarts(admitted.call, admitted.engineKind);
   if (admitted.call.request.stream) await serveStreamed(admitted, res);
   else await serveJson(admitted, res);
 }
@@ -54,6 +59,7 @@ async function serveJson(admitted: AdmittedCompletion, res: ServerResponse): Pro
     });
     res.end(body);
   }
+  admitted.observation?.finished(result.completion);
   settle(admitted, completionUsage(result.completion, admitted.inputTokens));
 }
 
@@ -66,6 +72,7 @@ async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse):
     if (err instanceof EngineAbortedError) return;
     throw err;
   }
+  admitted.observation?.firstChunk();
   res.writeHead(200, { ...admitted.ticket.headers, ...SSE_HEADERS });
   const normaliser = new ChunkNormaliser(admitted.modelId, admitted.inputTokens);
   const result = await relayStream(res, stream, normaliser, admitted.call.signal);
@@ -103,6 +110,7 @@ async function release(admitted: AdmittedCompletion): Promise<void> {
 }
 
 function settle(admitted: AdmittedCompletion, usage: SettledUsage): void {
+  admitted.observation?.settled(usage);
   // The handler may wait for a batched write (tens of ms): it keeps three fields, not the whole
   // request, alive meanwhile.
   const { requestId, modelId, logger } = admitted;

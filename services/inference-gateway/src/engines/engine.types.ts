@@ -34,6 +34,8 @@ export interface EngineCall {
   signal: ClientAbort;
   /** The gateway's count of the prompt, for engines that would otherwise count it again (the simulated one). */
   promptTokens?: number;
+  /** W3C `traceparent` of the gateway's engine-call span, sent to engines that speak HTTP; absent when tracing is off. */
+  traceparent?: string;
 }
 
 /**
@@ -84,6 +86,18 @@ export interface Engine {
   probeReplicas?(): Promise<boolean[]>;
   /** Frees connections once in-flight requests are done. */
   close(): Promise<void>;
+  /** Engines with remote replicas report each one, for the metrics (read at scrape time). */
+  replicaStats?(): readonly ReplicaStats[];
+}
+
+/** One engine replica as the metrics see it. */
+export interface ReplicaStats {
+  /** Scheme, host and port (never a key or path). */
+  readonly origin: string;
+  readonly outstanding: number;
+  readonly errors: number;
+  readonly retries: number;
+  readonly healthy: boolean;
 }
 
 /**

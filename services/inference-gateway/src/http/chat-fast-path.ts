@@ -4,6 +4,7 @@ import { REQUEST_ID_HEADER } from '@tollway/service-kit';
 import type { Authenticator } from '../admission/admission.types';
 import { handleChat, type ChatDeps } from '../completions/handle-chat';
 import { invalidApiKey, invalidJson, requestTooLarge } from '../errors';
+import { ChatObservation, telemetryOn } from '../observability/chat-observation';
 import { writeError } from './write-error';
 
 const CHAT_PATH = '/v1/chat/completions';
@@ -29,20 +30,34 @@ export function chatFastPath(deps: FastPathDeps): (req: IncomingMessage, res: Se
     const incoming = req.headers[REQUEST_ID_HEADER];
     const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader(REQUEST_ID_HEADER, requestId);
-    serve(deps, req, res, requestId).catch((err: unknown) => {
-      writeError(res, err, deps.logger, requestId);
-      // Whatever is left of a refused body is read and dropped so the connection can be reused.
-      if (!req.complete) req.resume();
-    });
+    const observation = telemetryOn(deps.telemetry)
+      ? new ChatObservation(deps.telemetry, requestId, req.headers)
+      : null;
+    serve(deps, req, res, requestId, observation).then(
+      () => observation?.finish(res),
+      (err: unknown) => {
+        writeError(res, err, deps.logger, requestId);
+        // Whatever is left of a refused body is read and dropped so the connection can be reused.
+        if (!req.complete) req.resume();
+        observation?.finish(res, err);
+      },
+    );
     return true;
   };
 }
 
-async function serve(deps: FastPathDeps, req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
+async function serve(
+  deps: FastPathDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  requestId: string,
+  observation: ChatObservation | null,
+): Promise<void> {
   const header = req.headers.authorization;
   const token = header ? BEARER.exec(header)?.[1] : undefined;
   const principal = await deps.authenticator.authenticate(token);
   if (!principal) throw invalidApiKey();
+  observation?.authenticated(principal);
   const text = await readBody(req, deps.maxBodyBytes);
   let body: unknown;
   try {
@@ -50,7 +65,7 @@ async function serve(deps: FastPathDeps, req: IncomingMessage, res: ServerRespon
   } catch (err) {
     throw invalidJson(err);
   }
-  await handleChat(deps, body, principal, requestId, res);
+  await handleChat(deps, body, principal, requestId, res, observation);
 }
 
 /** Reads the body as UTF-8 text up to `limit` bytes; throws request_too_large beyond it. */

@@ -16,6 +16,7 @@ import {
   type CompletionResult,
   type Engine,
   type EngineCall,
+  type ReplicaStats,
 } from '../engine.types';
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
 import { toEngineBody } from './to-engine';
@@ -120,12 +121,17 @@ export class OpenAICompatibleEngine implements Engine {
             signal: AbortSignal.timeout(2500),
           });
           await response.body.dump();
-          return response.statusCode < 500;
+          replica.healthy = response.statusCode < 500;
         } catch {
-          return false;
+          replica.healthy = false;
         }
+        return replica.healthy;
       }),
     );
+  }
+
+  replicaStats(): ReplicaStats[] {
+    return this.replicas.replicas;
   }
 
   close(): Promise<void> {
@@ -142,7 +148,7 @@ export class OpenAICompatibleEngine implements Engine {
         response = await replica.pool.request({
           method: 'POST',
           path: replica.chatPath,
-          headers: replica.headers,
+          headers: call.traceparent ? { ...replica.headers, traceparent: call.traceparent } : replica.headers,
           body: toEngineBody(call.request, {
             upstreamModel: replica.upstreamModel,
             continuousUsage: this.continuousUsage,
@@ -152,7 +158,9 @@ export class OpenAICompatibleEngine implements Engine {
       } catch (err) {
         replica.outstanding--;
         if (call.signal.aborted) throw new EngineAbortedError(null);
+        replica.errors++;
         if (attempt === 1 && isConnectError(err)) {
+          replica.retries++;
           replica = this.replicas.pick(replica);
           continue;
         }
@@ -162,8 +170,10 @@ export class OpenAICompatibleEngine implements Engine {
       }
       if (response.statusCode === 200) return { replica, response };
       try {
+        if (response.statusCode >= 500) replica.errors++;
         if (response.statusCode >= 500 && attempt === 1) {
           await response.body.dump();
+          replica.retries++;
           replica = this.replicas.pick(replica);
           continue;
         }

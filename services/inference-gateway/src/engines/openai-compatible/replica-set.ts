@@ -14,6 +14,12 @@ export interface Replica {
   readonly modelField: string;
   /** Requests sent and not yet finished. */
   outstanding: number;
+  /** Failed sends (connect errors, timeouts, 5xx answers) since start, for the metrics. */
+  errors: number;
+  /** Sends tried again on another replica before any byte came back, since start. */
+  retries: number;
+  /** Result of the last readiness probe (true until one fails). */
+  healthy: boolean;
   /** Where it runs, for logs (origin only; never the key). */
   readonly origin: string;
 }
@@ -57,6 +63,9 @@ export class ReplicaSet {
         upstreamModel: spec.model ?? modelId,
         modelField: `"model":${JSON.stringify(spec.model ?? modelId)}`,
         outstanding: 0,
+        errors: 0,
+        retries: 0,
+        healthy: true,
         origin: url.origin,
       };
     });

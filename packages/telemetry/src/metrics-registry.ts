@@ -1,0 +1,106 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Counter, Gauge, Registry } from 'prom-client';
+
+/** A process's metrics: its registry, or null when metrics are turned off (`METRICS_ENABLED=false`). */
+export type MetricsRegistry = Registry;
+
+/**
+ * A fresh registry (never prom-client's global one, so tests can build several apps in one
+ * process) with a `service` label on every series and the process metrics below.
+ */
+export function createMetricsRegistry(service: string): Registry {
+  const registry = new Registry();
+  registry.setDefaultLabels({ service });
+  registerProcessMetrics(registry);
+  return registry;
+}
+
+/**
+ * CPU, memory and uptime, read when Prometheus scrapes. Not prom-client's default metrics: those
+ * watch every garbage collection and sample the event loop continuously, which costs the request
+ * path measurably (see bench/metrics-overhead.mjs); these cost nothing between scrapes.
+ */
+function registerProcessMetrics(registry: Registry): void {
+  const registers = [registry];
+  const startSeconds = Math.round(Date.now() / 1000 - process.uptime());
+  new Counter({
+    name: 'process_cpu_seconds_total',
+    help: 'User and system CPU time spent, in seconds',
+    registers,
+    collect() {
+      const usage = process.cpuUsage();
+      this.reset();
+      this.inc((usage.user + usage.system) / 1e6);
+    },
+  });
+  new Gauge({
+    name: 'process_resident_memory_bytes',
+    help: 'Resident memory size, in bytes',
+    registers,
+    collect() {
+      this.set(process.memoryUsage.rss());
+    },
+  });
+  new Gauge({
+    name: 'nodejs_heap_size_used_bytes',
+    help: 'V8 heap in use, in bytes',
+    registers,
+    collect() {
+      this.set(process.memoryUsage().heapUsed);
+    },
+  });
+  new Gauge({
+    name: 'process_start_time_seconds',
+    help: 'Start time of the process since the Unix epoch, in seconds',
+    registers,
+    collect() {
+      this.set(startSeconds);
+    },
+  });
+}
+
+/** Writes the registry in the Prometheus text format (version 0.0.4). */
+export async function writeMetrics(registry: Registry, res: ServerResponse): Promise<void> {
+  try {
+    const text = await registry.metrics();
+    res.writeHead(200, { 'content-type': registry.contentType, 'cache-control': 'no-store' });
+    res.end(text);
+  } catch (err) {
+    res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end(`collecting metrics failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  }
+}
+
+/** True for `GET /metrics` (with or without a query string). */
+export function isMetricsRequest(req: IncomingMessage): boolean {
+  return (
+    (req.method === 'GET' || req.method === 'HEAD') && (req.url === '/metrics' || !!req.url?.startsWith('/metrics?'))
+  );
+}
+
+/**
+ * A listener of its own serving only `GET /metrics` (404 otherwise), for `METRICS_PORT`: keeps the
+ * metrics off a public listener, and gives workers, which serve no other HTTP, an endpoint.
+ */
+export function startMetricsServer(registry: Registry, port: number, host: string): Promise<Server> {
+  const server = createServer((req, res) => {
+    if (isMetricsRequest(req)) {
+      void writeMetrics(registry, res);
+      return;
+    }
+    res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end('not found: this listener serves GET /metrics only\n');
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve(server);
+    });
+  });
+}
+
+/** Seconds since `startedAt` (a `performance.now()` reading). */
+export function secondsSince(startedAt: number): number {
+  return (performance.now() - startedAt) / 1000;
+}

@@ -1,0 +1,3 @@
+export * from './metric-samples';
+export * from './otlp-receiver';
+export * from './prometheus-server';

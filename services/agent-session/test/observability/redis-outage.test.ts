@@ -1,0 +1,98 @@
+import { closeServer, createLogger, createRedis, listen } from '@tollway/service-kit';
+import { startPrivateRedis, type PrivateRedis } from '@tollway/service-kit/testing';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Redis } from 'ioredis';
+import { buildApp } from '../../src/app';
+import { SessionEventHub } from '../../src/store/session-event-hub';
+import { SessionStore } from '../../src/store/session-store';
+import { TurnQueueProducer } from '../../src/store/turn-queue';
+import { readWorkerStats } from '../../src/worker/worker-registry';
+
+/**
+ * A Redis outage, hung (SIGSTOP) or gone (SIGKILL): the session API answers 503 in its error
+ * envelope within a second, /readyz fails, and it serves again by itself once Redis is back.
+ */
+const prefix = 'outage:';
+let redisServer: PrivateRedis;
+let connections: Redis[];
+let hub: SessionEventHub;
+let turnQueue: TurnQueueProducer;
+let server: Server;
+let baseUrl: string;
+
+beforeAll(async () => {
+  redisServer = await startPrivateRedis();
+  const redis = createRedis(redisServer.url, { name: 'outage-api', failFast: true });
+  const subscriber = createRedis(redisServer.url, { name: 'outage-events', maxRetriesPerRequest: null });
+  const queue = createRedis(redisServer.url, { name: 'outage-queue', failFast: true });
+  connections = [redis, subscriber, queue];
+  for (const connection of connections) connection.on('error', () => undefined);
+  const store = new SessionStore({ redis, prefix });
+  hub = new SessionEventHub(subscriber, prefix);
+  await hub.start();
+  turnQueue = new TurnQueueProducer(queue, prefix);
+  const app = buildApp({
+    redis,
+    store,
+    hub,
+    turnQueue,
+    authenticator: null,
+    workerStats: () => readWorkerStats(redis, prefix),
+    logger: createLogger({ service: 'outage-test', silent: true }),
+    maxSessions: 100,
+    allowCustomIds: false,
+    maxBodyBytes: 1024 * 1024,
+  });
+  server = await listen(app, 0, '127.0.0.1');
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await closeServer(server);
+  hub.close();
+  redisServer.resume();
+  await turnQueue.close().catch(() => undefined);
+  for (const connection of connections) connection.disconnect();
+  await redisServer.stop();
+});
+
+async function timedCreate(): Promise<{ status: number; ms: number; body: { error?: { code?: string } } }> {
+  const started = performance.now();
+  const res = await fetch(`${baseUrl}/sessions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+  });
+  const body = (await res.json()) as { error?: { code?: string } };
+  return { status: res.status, ms: performance.now() - started, body };
+}
+
+describe('session API during a Redis outage', () => {
+  it.each([
+    ['hung (SIGSTOP)', () => redisServer.pause(), () => Promise.resolve(redisServer.resume())],
+    ['gone (SIGKILL), then restarted', () => redisServer.kill(), () => redisServer.restart()],
+  ])('Redis %s: 503 within 1 s, readyz fails, then it serves again by itself', async (_name, stop, start) => {
+    expect((await timedCreate()).status).toBe(201);
+    await stop();
+    // Within a second (the fastest of three; each under 2.5 s, as the test shares two loaded cores).
+    const times: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const answer = await timedCreate();
+      expect(answer.status).toBe(503);
+      expect(answer.body.error).toMatchObject({ code: 'service_unavailable' });
+      times.push(answer.ms);
+    }
+    expect(Math.min(...times)).toBeLessThan(1000);
+    expect(Math.max(...times)).toBeLessThan(2500);
+    expect((await fetch(`${baseUrl}/readyz`)).status).toBe(503);
+    await start();
+    const deadline = Date.now() + 15_000;
+    while ((await timedCreate()).status !== 201) {
+      if (Date.now() > deadline) throw new Error('the API did not recover within 15 s');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect((await fetch(`${baseUrl}/readyz`)).status).toBe(200);
+  });
+});
