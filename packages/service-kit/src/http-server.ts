@@ -65,7 +65,11 @@ export function createHttpServer(
   const server = createServer(
     {
       maxHeaderSize: limits.maxHeaderBytes,
-      headersTimeout: limits.headersTimeoutMs,
+      // Node refuses a head timeout longer than the whole-request timeout: the shorter one applies.
+      headersTimeout:
+        limits.requestTimeoutMs > 0
+          ? Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs)
+          : limits.headersTimeoutMs,
       requestTimeout: limits.requestTimeoutMs,
       connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
     },
