@@ -38,6 +38,7 @@ describe('gateway hardening', () => {
         engine.catalogEntry('huge-error'),
         engine.catalogEntry('huge-event'),
         engine.catalogEntry('endless-stream'),
+        engine.catalogEntry('cut-stream'),
       ]),
       {
         env: {
@@ -186,6 +187,14 @@ describe('gateway hardening', () => {
   describe('engine answers past the limits', () => {
     it('a JSON response larger than MAX_ENGINE_RESPONSE_BYTES is 502 bad_engine_response', async () => {
       await expectEnvelope(await chat({ model: 'fake/huge-json', messages: hi }), 502, 'bad_engine_response');
+    });
+
+    it('an engine that cuts its connection during a JSON answer is 502, not 500', async () => {
+      await expectEnvelope(await chat({ model: 'fake/cut-stream', messages: hi }), 502, 'bad_engine_response');
+    });
+
+    it('a JSON null body is 400 invalid_json (a body that is not an object)', async () => {
+      await expectEnvelope(await chat('null'), 400, 'invalid_json');
     });
 
     it('an error body larger than the limit is 502, not buffered', async () => {
