@@ -18,6 +18,13 @@ describe('loadApiConfig', () => {
       metricsEnabled: true,
       metricsHost: '0.0.0.0',
       otelSdkDisabled: false,
+      maxJsonDepth: 64,
+      maxHeaderBytes: 16_384,
+      maxHeadersCount: 100,
+      headersTimeoutMs: 20_000,
+      requestTimeoutMs: 60_000,
+      keepAliveTimeoutMs: 65_000,
+      maxConnections: 10_000,
     });
   });
 
@@ -32,6 +39,15 @@ describe('loadApiConfig', () => {
       otelExporterOtlpEndpoint: 'http://collector:4318',
     });
     expect(() => loadApiConfig({ env: { METRICS_PORT: '70000' }, argv: [] })).toThrow(/METRICS_PORT/);
+  });
+
+  it('reads the connection limits from their environment variables', () => {
+    const config = loadApiConfig({
+      env: { HTTP_MAX_CONNECTIONS: '12', HTTP_HEADERS_TIMEOUT_MS: '1500', SESSIONS_MAX_JSON_DEPTH: '9' },
+      argv: [],
+    });
+    expect(config).toMatchObject({ maxConnections: 12, headersTimeoutMs: 1500, maxJsonDepth: 9 });
+    expect(() => loadApiConfig({ env: { HTTP_MAX_CONNECTIONS: '0' }, argv: [] })).toThrow(/HTTP_MAX_CONNECTIONS/);
   });
 
   it('reads the spec-named flags and their environment variables', () => {

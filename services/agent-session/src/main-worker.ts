@@ -1,4 +1,4 @@
-import { closeServer, createLogger, installShutdown } from '@tollway/service-kit';
+import { closeServer, createLogger, installShutdown, logUnhandledRejections } from '@tollway/service-kit';
 import { createMetricsRegistry, startMetricsServer, startTracing, tracingConfigured } from '@tollway/telemetry';
 import { WorkerMetrics } from './observability/session-metrics';
 import { startWorker } from './worker/start-worker';
@@ -12,6 +12,7 @@ async function main(): Promise<void> {
   const config = loadWorkerConfig();
   const tracing = await startTracing({ serviceName: 'agent-session-worker', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'agent-session-worker', level: config.logLevel });
+  logUnhandledRejections(logger);
   const registry = config.metricsEnabled ? createMetricsRegistry('agent-session-worker') : null;
   const metrics = registry ? new WorkerMetrics(registry) : null;
   const worker = await startWorker(config, { logger, metrics, tracer: tracing?.tracer });

@@ -1,10 +1,17 @@
-import { createLogger, createRedis, installShutdown, listen, closeServer } from '@tollway/service-kit';
+import {
+  createLogger,
+  createRedis,
+  installShutdown,
+  logUnhandledRejections,
+  listen,
+  closeServer,
+} from '@tollway/service-kit';
 import { startMetricsServer, startTracing, tracingConfigured } from '@tollway/telemetry';
 import { wireAccounts } from './admission/accounts-wiring';
 import { buildApp } from './app';
 import { CatalogStore, followCatalogChanges } from './catalog/catalog-store';
 import { loadGatewayConfig } from './config';
-import { EngineRegistry } from './engines';
+import { engineContextOf, EngineRegistry } from './engines';
 import { buildGatewayTelemetry } from './observability/gateway-telemetry';
 
 async function main(): Promise<void> {
@@ -12,8 +19,9 @@ async function main(): Promise<void> {
   // Before anything else, so the SDK is in place when the first request arrives.
   const tracing = await startTracing({ serviceName: 'inference-gateway', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'inference-gateway', level: config.logLevel });
+  logUnhandledRejections(logger);
   const catalog = CatalogStore.fromFile(config.catalogPath);
-  const engines = new EngineRegistry({ connections: config.upstreamConnections, timeoutMs: config.upstreamTimeoutMs });
+  const engines = new EngineRegistry(engineContextOf(config));
   catalog.subscribe((models) => engines.sync(models));
   followCatalogChanges(catalog, logger, config.catalogWatch);
   const redis = createRedis(config.redisUrl, { name: 'gateway', failFast: true });
@@ -32,10 +40,8 @@ async function main(): Promise<void> {
     telemetry.metrics && config.metricsPort !== undefined
       ? await startMetricsServer(telemetry.metrics.registry, config.metricsPort, config.metricsHost)
       : null;
+  // Connection limits and timeouts come from the config (see buildApp / createHttpServer).
   const server = await listen(app, config.port, config.host);
-  // Longer than the usual load balancer idle timeout (60 s), so the balancer closes first.
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   logger.info('gateway listening', {

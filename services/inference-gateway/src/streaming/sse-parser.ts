@@ -1,9 +1,12 @@
+import { EngineStreamError } from '../engines/engine.types';
+
 const STREAM = Object.freeze({ stream: true });
 
 /**
  * Incremental Server-Sent Events parser for engine streams: feed it bytes as they arrive, get
  * back the `data` payloads of every event completed so far. Follows the SSE line rules (LF or
- * CRLF, multi-line data joined by "\n", comments and other fields ignored).
+ * CRLF, multi-line data joined by "\n", comments and other fields ignored). An event (or a line)
+ * longer than `maxEventChars` throws EngineStreamError instead of growing without end.
  * Runs once per relayed chunk: an event's data is one slice of the text read, and nothing else is
  * allocated for it (engines send one `data:` line per event; several lines take an array).
  */
@@ -12,6 +15,9 @@ export class SseParser {
   private pending = '';
   /** The event's data so far: null (none), one line, or several lines. */
   private data: string | string[] | null = null;
+  private dataChars = 0;
+
+  constructor(private readonly maxEventChars = Number.MAX_SAFE_INTEGER) {}
 
   /** Adds bytes; returns the payloads of the events they completed. */
   push(bytes: Uint8Array): string[] {
@@ -24,6 +30,7 @@ export class SseParser {
       start = nl + 1;
     }
     this.pending = start === 0 ? text : text.slice(start);
+    if (this.pending.length + this.dataChars > this.maxEventChars) throw this.tooLarge();
     return events;
   }
 
@@ -51,6 +58,8 @@ export class SseParser {
       text.charCodeAt(start + 4) === 58
     ) {
       const from = text.charCodeAt(start + 5) === 32 ? start + 6 : start + 5;
+      this.dataChars += end - from;
+      if (this.dataChars > this.maxEventChars) throw this.tooLarge();
       const line = text.slice(from, end);
       if (this.data === null) this.data = line;
       else if (typeof this.data === 'string') this.data = [this.data, line];
@@ -63,5 +72,10 @@ export class SseParser {
     if (this.data === null) return;
     events.push(typeof this.data === 'string' ? this.data : this.data.join('\n'));
     this.data = null;
+    this.dataChars = 0;
+  }
+
+  private tooLarge(): EngineStreamError {
+    return new EngineStreamError(`The engine sent an event larger than ${this.maxEventChars} bytes.`, null);
   }
 }

@@ -1,5 +1,6 @@
-import express, { Router } from 'express';
+import { Router } from 'express';
 import type { AccountStore } from '@tollway/accounts';
+import { jsonBody } from '@tollway/service-kit';
 import type { ConsoleSessions } from '../../console/console-sessions';
 import { authenticateAdminCaller, type AdminKeyResolver } from './admin-access';
 import { adminEndpointNotFound } from './admin-errors';
@@ -9,6 +10,9 @@ import { modelStatusRoutes, type ModelStatusSource } from './models-status.route
 
 /** Where the gateway app mounts the admin router. */
 export const ADMIN_BASE_PATH = '/admin/v1';
+
+/** Admin bodies are small objects: 64 KiB, 32 levels. */
+const ADMIN_BODY_LIMITS = { maxBytes: 64 * 1024, maxDepth: 32 };
 
 /** Options of buildAdminRouter. */
 export interface AdminRouterOptions {
@@ -31,7 +35,7 @@ export interface AdminRouterOptions {
  */
 export function buildAdminRouter(options: AdminRouterOptions): Router {
   const router = Router();
-  router.use(authenticateAdminCaller(options), express.json({ limit: '64kb' }));
+  router.use(authenticateAdminCaller(options), jsonBody(ADMIN_BODY_LIMITS));
   router.use(organizationsRoutes(options.store));
   router.use(keysRoutes(options.store));
   if (options.models) router.use(modelStatusRoutes(options.models));

@@ -11,7 +11,7 @@ export function keysRoutes(store: AccountStore): Router {
   router.param('orgId', requireOrgAccess);
 
   router.post('/organizations/:orgId/keys', async (req, res) => {
-    const body = CreateApiKeyRequest.safeParse(req.body ?? {});
+    const body = CreateApiKeyRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
     const created = await store.createKey(req.params.orgId, body.data.name, body.data.role);
     if (!created) throw organizationNotFound(req.params.orgId);

@@ -21,7 +21,7 @@ export function organizationsRoutes(store: AccountStore): Router {
   router.param('orgId', requireOrgAccess);
 
   router.post('/organizations', operatorOnly, async (req, res) => {
-    const body = CreateOrganizationRequest.safeParse(req.body ?? {});
+    const body = CreateOrganizationRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
     try {
       const org = await store.createOrganization(body.data);
@@ -47,7 +47,7 @@ export function organizationsRoutes(store: AccountStore): Router {
   });
 
   router.patch('/organizations/:orgId', operatorOnly, async (req, res) => {
-    const body = UpdateOrganizationRequest.safeParse(req.body ?? {});
+    const body = UpdateOrganizationRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
     const { name, budgets, credit_top_up: creditTopUp } = body.data;
     const org = await store.updateOrganization(req.params.orgId, { name, budgets, creditTopUp });
