@@ -1,4 +1,5 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { BodyError } from './json-body';
 import type { Logger } from './logger';
 import { ServiceError } from './service-error';
 
@@ -8,6 +9,8 @@ export interface BodyErrorCodes {
   tooLarge: string;
   /** Status for a body over the limit; the inference spec says 400. */
   tooLargeStatus?: number;
+  /** Code for a path that is not valid percent-encoding; default `invalid_path`. */
+  invalidPath?: string;
 }
 
 const DEFAULT_BODY_CODES: BodyErrorCodes = { invalidJson: 'invalid_json', tooLarge: 'request_too_large' };
@@ -18,8 +21,29 @@ interface BodyParserError {
   limit?: number;
 }
 
-/** Maps body-parser's errors (broken JSON, too large, bad charset) to ServiceErrors. */
+/**
+ * Maps errors of reading a request to ServiceErrors: BodyError (json-body.ts), body-parser's
+ * errors (broken JSON, too large, bad charset) and the router's URIError for a path parameter
+ * that is not valid percent-encoding. Null for anything else.
+ */
 export function fromBodyParserError(err: unknown, codes: BodyErrorCodes = DEFAULT_BODY_CODES): ServiceError | null {
+  if (err instanceof BodyError) {
+    const tooLarge = err.kind === 'too_large';
+    return new ServiceError({
+      status: tooLarge ? (codes.tooLargeStatus ?? 400) : 400,
+      code: tooLarge ? codes.tooLarge : codes.invalidJson,
+      message: err.message,
+      cause: err,
+    });
+  }
+  if (err instanceof URIError) {
+    return new ServiceError({
+      status: 400,
+      code: codes.invalidPath ?? 'invalid_path',
+      message: 'The request path is not valid percent-encoding.',
+      cause: err,
+    });
+  }
   const e = err as BodyParserError;
   switch (e?.type) {
     case 'entity.parse.failed':

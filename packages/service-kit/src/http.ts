@@ -1,5 +1,7 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Express } from 'express';
+import { createHttpServer, type HttpLimits } from './http-server';
+import type { Logger } from './logger';
 
 /** Listens on `port` (0 picks a free one) and resolves once the socket is bound. */
 export function listen(app: Express, port: number, host = '0.0.0.0'): Promise<Server> {
@@ -7,6 +9,22 @@ export function listen(app: Express, port: number, host = '0.0.0.0'): Promise<Se
     const server = app.listen(port, host, (err?: Error) => (err ? reject(err) : resolve(server)));
     server.once('error', reject);
   });
+}
+
+/**
+ * Makes `app.listen` create its server with createHttpServer's limits and answers, serving
+ * `handler` (default the app itself; the gateway puts its fast path in front).
+ */
+export function listenWithLimits(
+  app: Express,
+  limits: HttpLimits,
+  logger?: Logger,
+  handler: (req: IncomingMessage, res: ServerResponse) => void = app,
+): void {
+  app.listen = ((...args: unknown[]) => {
+    const server = createHttpServer(handler, limits, { logger });
+    return server.listen(...(args as Parameters<typeof server.listen>));
+  }) as Express['listen'];
 }
 
 /** Stops accepting connections and closes idle keep-alive sockets; resolves when all are closed. */

@@ -41,3 +41,19 @@ export function installShutdown(logger: Logger, steps: ShutdownStep[], graceMs =
   process.once('SIGINT', onSignal);
   return shutdown;
 }
+
+/**
+ * Last line of defence for paths that run outside a request (timers, pub/sub handlers, deliveries):
+ * a promise rejection nobody handled is logged and the process keeps serving, instead of Node's
+ * default of exiting, which would end every other request and turn on it. Each such path still
+ * catches its own errors; this only keeps a missed one from taking the process down. Thrown
+ * exceptions (`uncaughtException`) keep Node's default: the process state may be broken.
+ */
+export function logUnhandledRejections(logger: Logger): void {
+  process.on('unhandledRejection', (reason: unknown) => {
+    logger.error('unhandled promise rejection', {
+      err:
+        reason instanceof Error ? { name: reason.name, message: reason.message, stack: reason.stack } : String(reason),
+    });
+  });
+}

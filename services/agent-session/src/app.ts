@@ -1,6 +1,16 @@
 import express, { type ErrorRequestHandler, type Express } from 'express';
 import type { Redis } from 'ioredis';
-import { errorMiddleware, notFoundHandler, requestId, ServiceError, type Logger } from '@tollway/service-kit';
+import {
+  DEFAULT_HTTP_LIMITS,
+  errorMiddleware,
+  jsonBody,
+  listenWithLimits,
+  notFoundHandler,
+  requestId,
+  ServiceError,
+  type HttpLimits,
+  type Logger,
+} from '@tollway/service-kit';
 import { SESSION_ERROR_CODES } from '@tollway/contracts';
 import { authenticateOrg, type OrgAuthenticator } from './api/auth';
 import { healthRouter, type WorkerStatsReader } from './api/health.route';
@@ -26,9 +36,16 @@ export interface AppDeps {
   allowCustomIds: boolean;
   /** Largest accepted body in bytes. */
   maxBodyBytes: number;
+  /** Deepest nesting of arrays and objects in a body; default 64. */
+  maxJsonDepth?: number;
+  /** Connection limits of the server `app.listen` creates; default DEFAULT_HTTP_LIMITS. */
+  httpLimits?: HttpLimits;
   /** Unix ms; default Date.now. */
   clock?: () => number;
 }
+
+/** Default nesting limit of request bodies (the config's default too). */
+export const DEFAULT_MAX_JSON_DEPTH = 64;
 
 const REDIS_FAILURE = /Connection is closed|Stream isn't writeable|ECONNREFUSED|ETIMEDOUT|MaxRetriesPerRequest/;
 
@@ -39,20 +56,31 @@ const redisFailureAs503: ErrorRequestHandler = (err, _req, _res, next) => {
   next(failure ? sessionErrors.unavailable(err) : err);
 };
 
-/** Builds the session API (never listens). */
+/**
+ * A path parameter that is not valid percent-encoding (`/sessions/%`) names no session: 404 like
+ * any id that is not a UUID, and 400 `invalid_session_id` on PUT, where the spec says so.
+ */
+const malformedPath: ErrorRequestHandler = (err, req, _res, next) => {
+  if (!(err instanceof URIError)) return next(err);
+  next(req.method === 'PUT' ? sessionErrors.invalidSessionId() : sessionErrors.notFound(req.path));
+};
+
+/** Builds the session API; its `listen` applies the connection limits. */
 export function buildApp(deps: AppDeps): Express {
   const app = express();
+  listenWithLimits(app, deps.httpLimits ?? DEFAULT_HTTP_LIMITS, deps.logger);
   app.disable('x-powered-by');
   app.set('etag', false);
   app.use(requestId());
   app.use(healthRouter(deps));
   // Any content type is read as JSON so a non-JSON body is a clear 400, never silently ignored.
-  app.use(express.json({ limit: deps.maxBodyBytes, type: () => true }));
+  app.use(jsonBody({ maxBytes: deps.maxBodyBytes, maxDepth: deps.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH }));
   app.use('/sessions', authenticateOrg(deps.authenticator));
   const routeDeps = { ...deps, clock: deps.clock ?? Date.now };
   app.use(sessionsRouter(routeDeps));
   app.use(messagesRouter(routeDeps));
   app.use(notFoundHandler((path) => sessionErrors.routeNotFound(path)));
+  app.use(malformedPath);
   app.use(redisFailureAs503);
   app.use(
     errorMiddleware(deps.logger, {

@@ -15,7 +15,23 @@ describe('loadApiConfig', () => {
       authEnabled: true,
       embeddedWorker: false,
       maxBodyBytes: 10 * 1024 * 1024,
+      maxJsonDepth: 64,
+      maxHeaderBytes: 16_384,
+      maxHeadersCount: 100,
+      headersTimeoutMs: 20_000,
+      requestTimeoutMs: 60_000,
+      keepAliveTimeoutMs: 65_000,
+      maxConnections: 10_000,
     });
+  });
+
+  it('reads the connection limits from their environment variables', () => {
+    const config = loadApiConfig({
+      env: { HTTP_MAX_CONNECTIONS: '12', HTTP_HEADERS_TIMEOUT_MS: '1500', SESSIONS_MAX_JSON_DEPTH: '9' },
+      argv: [],
+    });
+    expect(config).toMatchObject({ maxConnections: 12, headersTimeoutMs: 1500, maxJsonDepth: 9 });
+    expect(() => loadApiConfig({ env: { HTTP_MAX_CONNECTIONS: '0' }, argv: [] })).toThrow(/HTTP_MAX_CONNECTIONS/);
   });
 
   it('reads the spec-named flags and their environment variables', () => {

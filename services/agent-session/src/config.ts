@@ -1,5 +1,12 @@
 import { z } from 'zod';
-import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
+import {
+  envBoolean,
+  HTTP_LIMIT_FIELDS,
+  HTTP_LIMIT_SOURCES,
+  loadConfig,
+  type ConfigSource,
+  type HttpLimits,
+} from '@tollway/service-kit';
 
 /**
  * Fields both process kinds (API and worker) read, so `worker-config.ts` spreads them into its
@@ -43,6 +50,9 @@ const apiSchema = z.object({
   embeddedWorker: envBoolean.default(false),
   /** Largest accepted request body in bytes; default 10 MiB (room for a `base64_image`). */
   maxBodyBytes: z.coerce.number().int().min(1024).default(10_485_760),
+  /** Deepest nesting of arrays and objects in a body, checked before parsing; default 64. Deeper gets 400 `invalid_json`. */
+  maxJsonDepth: z.coerce.number().int().min(2).max(10_000).default(64),
+  ...HTTP_LIMIT_FIELDS,
 });
 
 const apiSources = {
@@ -57,10 +67,12 @@ const apiSources = {
   noAuth: { env: 'SESSIONS_NO_AUTH', flag: 'no-auth', boolean: true },
   embeddedWorker: { env: 'EMBEDDED_WORKER', flag: 'embedded-worker', boolean: true },
   maxBodyBytes: { env: 'SESSIONS_MAX_BODY_BYTES', flag: 'max-body-bytes' },
+  maxJsonDepth: { env: 'SESSIONS_MAX_JSON_DEPTH' },
+  ...HTTP_LIMIT_SOURCES,
 } satisfies Record<keyof z.infer<typeof apiSchema>, ConfigSource>;
 
-/** The API process's configuration. */
-export interface ApiConfig {
+/** The API process's configuration, connection limits included (HTTP_LIMIT_FIELDS of @tollway/service-kit). */
+export interface ApiConfig extends HttpLimits {
   redisUrl: string;
   redisPrefix: string;
   logLevel: z.infer<typeof SHARED_CONFIG_FIELDS.logLevel>;
@@ -76,6 +88,7 @@ export interface ApiConfig {
   authEnabled: boolean;
   embeddedWorker: boolean;
   maxBodyBytes: number;
+  maxJsonDepth: number;
 }
 
 /** Parses the API's flags and environment once; throws a ConfigError naming a bad value. */

@@ -1,7 +1,13 @@
-import { createServer, type Server } from 'node:http';
 import { createKeyAuthenticator } from '@tollway/accounts';
-import type { Express } from 'express';
-import { closeServer, createLogger, createRedis, installShutdown } from '@tollway/service-kit';
+import {
+  closeServer,
+  createHttpServer,
+  createLogger,
+  createRedis,
+  installShutdown,
+  logUnhandledRejections,
+  listenServer,
+} from '@tollway/service-kit';
 import { buildApp } from './app';
 import { loadApiConfig } from './config';
 import { SessionEventHub } from './store/session-event-hub';
@@ -16,25 +22,10 @@ import { loadWorkerConfig } from './worker-config';
 /** Pending connections the kernel may queue (capped by net.core.somaxconn); Node's default is 511. */
 const LISTEN_BACKLOG = 4096;
 
-/**
- * Listens like the kit's `listen`, with a deeper backlog: thousands of long-poll clients connecting
- * at once would otherwise overflow the accept queue, and each dropped SYN costs its client a
- * retransmission of a second or more. Idle keep-alive lasts longer than the usual client and
- * load-balancer timeouts, so the server is not the side that closes a connection a client reuses.
- */
-function listenWithBacklog(app: Express, port: number, host: string): Promise<Server> {
-  const server = createServer(app);
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => resolve(server));
-  });
-}
-
 async function main(): Promise<void> {
   const config = loadApiConfig();
   const logger = createLogger({ service: 'agent-session-api', level: config.logLevel });
+  logUnhandledRejections(logger);
   const redis = createRedis(config.redisUrl, { name: 'agent-session:api' });
   // One subscriber connection per process serves every long-poll and the key-revocation channel.
   const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
@@ -63,6 +54,8 @@ async function main(): Promise<void> {
     maxSessions: config.maxSessions,
     allowCustomIds: config.allowCustomIds,
     maxBodyBytes: config.maxBodyBytes,
+    maxJsonDepth: config.maxJsonDepth,
+    httpLimits: config,
   });
   // Quickstart: one worker in this process, configured from the same environment (the API's flags
   // are not the worker's, so only the shared Redis and log settings are carried over from them).
@@ -76,7 +69,14 @@ async function main(): Promise<void> {
   // Without a worker of its own the API still reaps: if the only worker dies, its turns end in
   // `error` within seconds instead of staying `running` until some worker starts again.
   const reaper = worker ? null : startTurnReaper(workerConfig, { redis, store, logger });
-  const server = await listenWithBacklog(app, config.port, config.host);
+  // A deep backlog: thousands of long-poll clients connecting at once would otherwise overflow the
+  // accept queue, and each dropped SYN costs its client a retransmission of a second or more.
+  const server = await listenServer(
+    createHttpServer(app, config, { logger }),
+    config.port,
+    config.host,
+    LISTEN_BACKLOG,
+  );
   logger.info('agent session API listening', {
     port: config.port,
     ttl_seconds: config.ttlSeconds,

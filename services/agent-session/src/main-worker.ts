@@ -1,4 +1,4 @@
-import { createLogger, installShutdown } from '@tollway/service-kit';
+import { createLogger, installShutdown, logUnhandledRejections } from '@tollway/service-kit';
 import { startWorker } from './worker/start-worker';
 import { loadWorkerConfig } from './worker-config';
 
@@ -6,6 +6,7 @@ import { loadWorkerConfig } from './worker-config';
 async function main(): Promise<void> {
   const config = loadWorkerConfig();
   const logger = createLogger({ service: 'agent-session-worker', level: config.logLevel });
+  logUnhandledRejections(logger);
   const worker = await startWorker(config, { logger });
   installShutdown(logger, [{ name: 'worker', run: () => worker.close() }]);
 }

@@ -1,8 +1,7 @@
-import { createServer } from 'node:http';
 import express, { type Express, type Router } from 'express';
 import type { Redis } from 'ioredis';
 import type { InferenceOpenApiOptions } from '@tollway/contracts';
-import { errorMiddleware, requestId, type Logger } from '@tollway/service-kit';
+import { errorMiddleware, jsonBody, listenWithLimits, requestId, type Logger } from '@tollway/service-kit';
 import type { Admission, Authenticator } from './admission/admission.types';
 import type { CatalogStore } from './catalog/catalog-store';
 import type { GatewayConfig } from './config';
@@ -44,13 +43,11 @@ export function buildApp(deps: GatewayDeps): Express {
     logger: deps.logger,
     defaultOutputReservationTokens: deps.config.defaultOutputReservationTokens,
   };
-  const fast = chatFastPath({ ...chatDeps, authenticator: deps.authenticator, maxBodyBytes: deps.config.maxBodyBytes });
-  app.listen = ((...args: unknown[]) => {
-    const server = createServer((req, res) => {
-      if (!fast(req, res)) app(req, res);
-    });
-    return server.listen(...(args as Parameters<typeof server.listen>));
-  }) as Express['listen'];
+  const bodyLimits = { maxBytes: deps.config.maxBodyBytes, maxDepth: deps.config.maxJsonDepth };
+  const fast = chatFastPath({ ...chatDeps, authenticator: deps.authenticator, bodyLimits });
+  listenWithLimits(app, deps.config, deps.logger, (req, res) => {
+    if (!fast(req, res)) app(req, res);
+  });
   app.disable('x-powered-by');
   app.disable('etag');
   app.use(requestId());
@@ -60,7 +57,7 @@ export function buildApp(deps: GatewayDeps): Express {
 
   const auth = requireApiKey(deps.authenticator);
   // Any content type is read as JSON: clients that forget the header still get a JSON answer.
-  const json = express.json({ limit: deps.config.maxBodyBytes, type: () => true });
+  const json = jsonBody(bodyLimits);
   app.use('/v1', modelsRouter(deps.catalog, auth));
   app.post('/v1/chat/completions', auth, json, chatCompletionsHandler(chatDeps));
   // Unimplemented endpoints are 404 whether or not a key was sent.

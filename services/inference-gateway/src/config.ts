@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
+import { DEFAULT_ENGINE_RESPONSE_LIMITS } from './engines/engine.types';
+import { envBoolean, HTTP_LIMIT_FIELDS, HTTP_LIMIT_SOURCES, loadConfig, type ConfigSource } from '@tollway/service-kit';
 
 /** The catalog that ships with the service (copied into `dist/` by the build). */
 export const DEFAULT_CATALOG_PATH = path.resolve(__dirname, '..', 'catalog', 'default.catalog.yaml');
@@ -32,6 +33,14 @@ export const GatewayConfigSchema = z.object({
     .int()
     .min(1024)
     .default(4 * 1024 * 1024),
+  /** Deepest nesting of arrays and objects in a request body, checked before parsing; default 64. Deeper gets 400 `invalid_json`. */
+  maxJsonDepth: z.coerce.number().int().min(2).max(10_000).default(64),
+  /** Largest non-streamed engine response (or error body) read, bytes; default 16 MiB. Larger gets 502 `bad_engine_response`. */
+  maxEngineResponseBytes: z.coerce.number().int().min(1024).default(DEFAULT_ENGINE_RESPONSE_LIMITS.maxResponseBytes),
+  /** Largest single SSE event from an engine, bytes; default 1 MiB. Larger ends the stream with an error event (502 before the first byte). */
+  maxEngineEventBytes: z.coerce.number().int().min(1024).default(DEFAULT_ENGINE_RESPONSE_LIMITS.maxEventBytes),
+  /** Largest whole engine stream, bytes; default 256 MiB. Longer streams end with an error event. */
+  maxEngineStreamBytes: z.coerce.number().int().min(1024).default(DEFAULT_ENGINE_RESPONSE_LIMITS.maxStreamBytes),
   /** Upstream timeout in milliseconds: time to the engine's first byte, and longest silence mid-stream; default 300 000. */
   upstreamTimeoutMs: z.coerce.number().int().min(1).default(300_000),
   /** Upstream connections kept per engine replica; default 128. */
@@ -63,6 +72,7 @@ export const GatewayConfigSchema = z.object({
   admissionSliceMs: z.coerce.number().int().min(10).max(60_000).default(1000),
   /** winston log level; default `info`. */
   logLevel: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
+  ...HTTP_LIMIT_FIELDS,
 });
 
 /** Parsed gateway configuration. */
@@ -77,6 +87,10 @@ export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSc
   catalogPath: { env: 'CATALOG_PATH', flag: 'catalog' },
   catalogWatch: { env: 'CATALOG_WATCH' },
   maxBodyBytes: { env: 'MAX_BODY_BYTES' },
+  maxJsonDepth: { env: 'MAX_JSON_DEPTH' },
+  maxEngineResponseBytes: { env: 'MAX_ENGINE_RESPONSE_BYTES' },
+  maxEngineEventBytes: { env: 'MAX_ENGINE_EVENT_BYTES' },
+  maxEngineStreamBytes: { env: 'MAX_ENGINE_STREAM_BYTES' },
   upstreamTimeoutMs: { env: 'UPSTREAM_TIMEOUT_MS' },
   upstreamConnections: { env: 'UPSTREAM_CONNECTIONS' },
   defaultOutputReservationTokens: { env: 'DEFAULT_OUTPUT_RESERVATION_TOKENS' },
@@ -89,6 +103,7 @@ export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSc
   admissionSlices: { env: 'ADMISSION_SLICES' },
   admissionSliceMs: { env: 'ADMISSION_SLICE_MS' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
+  ...HTTP_LIMIT_SOURCES,
 };
 
 /** Parses the gateway configuration from `process.env` and `process.argv` (or the given input, for tests). */

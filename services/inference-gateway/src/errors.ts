@@ -25,25 +25,6 @@ export function modelRequired(): ServiceError {
   });
 }
 
-/** 400 `invalid_json`: the body is not JSON. */
-export function invalidJson(cause?: unknown): ServiceError {
-  return new ServiceError({
-    status: 400,
-    code: INFERENCE_ERROR_CODES.invalidJson,
-    message: 'The request body is not valid JSON.',
-    cause,
-  });
-}
-
-/** 400 `request_too_large`: the body is over MAX_BODY_BYTES (the spec answers 400, not 413). */
-export function requestTooLarge(limitBytes: number): ServiceError {
-  return new ServiceError({
-    status: 400,
-    code: INFERENCE_ERROR_CODES.requestTooLarge,
-    message: `The request body is larger than the limit of ${limitBytes} bytes.`,
-  });
-}
-
 /** 400 `invalid_json`: the body parses but is not a JSON object. */
 export function bodyNotObject(): ServiceError {
   return new ServiceError({
@@ -103,6 +84,16 @@ export function badEngineResponse(modelId: string, cause?: unknown): ServiceErro
     code: 'bad_engine_response',
     message: `The engine serving '${modelId}' sent a response the gateway could not read.`,
     cause,
+  });
+}
+
+/** 502: the engine's answer is larger than the gateway holds for one request (MAX_ENGINE_RESPONSE_BYTES). */
+export function engineResponseTooLarge(modelId: string, limitBytes: number): ServiceError {
+  return new ServiceError({
+    status: 502,
+    type: 'server_error',
+    code: 'bad_engine_response',
+    message: `The engine serving '${modelId}' sent a response larger than the gateway's limit of ${limitBytes} bytes.`,
   });
 }
 

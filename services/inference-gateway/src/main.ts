@@ -1,4 +1,11 @@
-import { createLogger, createRedis, installShutdown, listen, closeServer } from '@tollway/service-kit';
+import {
+  createLogger,
+  createRedis,
+  installShutdown,
+  logUnhandledRejections,
+  listen,
+  closeServer,
+} from '@tollway/service-kit';
 import { wireAccounts } from './admission/accounts-wiring';
 import { buildApp } from './app';
 import { CatalogStore, followCatalogChanges } from './catalog/catalog-store';
@@ -8,8 +15,17 @@ import { EngineRegistry } from './engines';
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
   const logger = createLogger({ service: 'inference-gateway', level: config.logLevel });
+  logUnhandledRejections(logger);
   const catalog = CatalogStore.fromFile(config.catalogPath);
-  const engines = new EngineRegistry({ connections: config.upstreamConnections, timeoutMs: config.upstreamTimeoutMs });
+  const engines = new EngineRegistry({
+    connections: config.upstreamConnections,
+    timeoutMs: config.upstreamTimeoutMs,
+    limits: {
+      maxResponseBytes: config.maxEngineResponseBytes,
+      maxEventBytes: config.maxEngineEventBytes,
+      maxStreamBytes: config.maxEngineStreamBytes,
+    },
+  });
   catalog.subscribe((models) => engines.sync(models));
   followCatalogChanges(catalog, logger, config.catalogWatch);
   const redis = createRedis(config.redisUrl, { name: 'gateway' });
@@ -17,10 +33,8 @@ async function main(): Promise<void> {
   const { authenticator, admission, adminRouter, openApi } = accounts;
 
   const app = buildApp({ config, logger, catalog, engines, authenticator, admission, redis, adminRouter, openApi });
+  // Connection limits and timeouts come from the config (see buildApp / createHttpServer).
   const server = await listen(app, config.port, config.host);
-  // Longer than the usual load balancer idle timeout (60 s), so the balancer closes first.
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   logger.info('gateway listening', { port, host: config.host, models: catalog.all().length });

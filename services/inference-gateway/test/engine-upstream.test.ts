@@ -85,7 +85,7 @@ describe('gateway in front of HTTP engines', () => {
           },
         },
         httpModel('sim/all-dead', [dead]),
-        httpModel('sim/bulk', [bulk.baseUrl]),
+        httpModel('sim/bulk', [bulk.baseUrl], { context_length: 1_000_000 }),
       ]),
       { admission, env: { UPSTREAM_TIMEOUT_MS: '400' } },
     );

@@ -10,7 +10,13 @@ export const FINISH_REASONS = ['stop', 'length', 'tool_calls', 'content_filter']
 export const FinishReason = z.enum(FINISH_REASONS);
 export type FinishReason = z.infer<typeof FinishReason>;
 
-/** Generic wire bounds of the request; a catalog model may narrow them further. */
+/**
+ * Generic wire bounds of the request; a catalog model may narrow them further (its context
+ * length bounds max_tokens, its `max_n` bounds n). The spec's bounds plus the ones that keep the
+ * work and memory of one request bounded, at the values OpenAI and vLLM use: n up to 128 and
+ * top_logprobs up to 20 (vLLM's default max_logprobs), logit_bias up to 300 entries of -100..100,
+ * up to 2048 messages and 128 tools. Integers are JSON-safe (|x| < 2^53), seed included.
+ */
 export const WIRE_BOUNDS = {
   temperature: { min: 0, max: 2 },
   top_p: { min: 0, max: 1 },
@@ -18,18 +24,31 @@ export const WIRE_BOUNDS = {
   frequency_penalty: { min: -2, max: 2 },
   max_tokens: { min: 1 },
   max_completion_tokens: { min: 1 },
-  n: { min: 1 },
-  top_logprobs: { min: 0 },
+  n: { min: 1, max: 128 },
+  top_logprobs: { min: 0, max: 20 },
+  top_k: { min: -1 },
+  logit_bias: { maxEntries: 300, min: -100, max: 100 },
+  stop: { maxItems: 16, maxLength: 1024 },
+  messages: { min: 1, max: 2048 },
+  /** Parts of one message's array `content`. */
+  contentParts: { max: 1024 },
+  /** Tool calls of one message. */
+  toolCalls: { max: 128 },
+  tools: { max: 128, maxJsonBytes: 256 * 1024 },
+  /** `model`, `user`, message `name` and `tool_call_id`. */
+  idLength: { max: 256 },
+  reasoning_effort: { maxLength: 32 },
 } as const;
 
 const looseObject = z.record(z.string(), z.unknown());
+const shortString = z.string().max(WIRE_BOUNDS.idLength.max);
 
 export const RequestMessage = z.object({
   role: RequestMessageRole,
-  content: z.union([z.string(), z.array(z.unknown())]).nullish(),
-  name: z.string().optional(),
-  tool_calls: z.array(looseObject).optional(),
-  tool_call_id: z.string().optional(),
+  content: z.union([z.string(), z.array(z.unknown()).max(WIRE_BOUNDS.contentParts.max)]).nullish(),
+  name: shortString.optional(),
+  tool_calls: z.array(looseObject).max(WIRE_BOUNDS.toolCalls.max).optional(),
+  tool_call_id: shortString.optional(),
 });
 export type RequestMessage = z.infer<typeof RequestMessage>;
 
@@ -43,28 +62,44 @@ export type StreamOptions = z.infer<typeof StreamOptions>;
  * so they are never forwarded to an engine.
  */
 export const CreateChatCompletionRequest = z.object({
-  model: z.string().min(1),
-  messages: z.array(RequestMessage).min(1),
+  model: z.string().min(1).max(WIRE_BOUNDS.idLength.max),
+  messages: z.array(RequestMessage).min(WIRE_BOUNDS.messages.min).max(WIRE_BOUNDS.messages.max),
   max_tokens: z.number().int().min(WIRE_BOUNDS.max_tokens.min).nullish(),
   max_completion_tokens: z.number().int().min(WIRE_BOUNDS.max_completion_tokens.min).nullish(),
   temperature: z.number().min(WIRE_BOUNDS.temperature.min).max(WIRE_BOUNDS.temperature.max).nullish(),
   top_p: z.number().min(WIRE_BOUNDS.top_p.min).max(WIRE_BOUNDS.top_p.max).nullish(),
-  top_k: z.number().int().nullish(),
-  n: z.number().int().min(WIRE_BOUNDS.n.min).nullish(),
-  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  top_k: z.number().int().min(WIRE_BOUNDS.top_k.min).nullish(),
+  n: z.number().int().min(WIRE_BOUNDS.n.min).max(WIRE_BOUNDS.n.max).nullish(),
+  stop: z
+    .union([
+      z.string().max(WIRE_BOUNDS.stop.maxLength),
+      z.array(z.string().max(WIRE_BOUNDS.stop.maxLength)).max(WIRE_BOUNDS.stop.maxItems),
+    ])
+    .nullish(),
   stream: z.boolean().nullish(),
   stream_options: StreamOptions.nullish(),
   presence_penalty: z.number().min(WIRE_BOUNDS.presence_penalty.min).max(WIRE_BOUNDS.presence_penalty.max).nullish(),
   frequency_penalty: z.number().min(WIRE_BOUNDS.frequency_penalty.min).max(WIRE_BOUNDS.frequency_penalty.max).nullish(),
   seed: z.number().int().nullish(),
   logprobs: z.boolean().nullish(),
-  top_logprobs: z.number().int().min(WIRE_BOUNDS.top_logprobs.min).nullish(),
-  logit_bias: z.record(z.string(), z.number()).nullish(),
+  top_logprobs: z.number().int().min(WIRE_BOUNDS.top_logprobs.min).max(WIRE_BOUNDS.top_logprobs.max).nullish(),
+  logit_bias: z
+    .record(z.string(), z.number().min(WIRE_BOUNDS.logit_bias.min).max(WIRE_BOUNDS.logit_bias.max))
+    .refine((bias) => Object.keys(bias).length <= WIRE_BOUNDS.logit_bias.maxEntries, {
+      message: `at most ${WIRE_BOUNDS.logit_bias.maxEntries} entries`,
+    })
+    .nullish(),
   response_format: looseObject.nullish(),
-  reasoning_effort: z.string().nullish(),
-  tools: z.array(looseObject).optional(),
-  tool_choice: z.union([z.string(), looseObject]).nullish(),
-  user: z.string().optional(),
+  reasoning_effort: z.string().max(WIRE_BOUNDS.reasoning_effort.maxLength).nullish(),
+  tools: z
+    .array(looseObject)
+    .max(WIRE_BOUNDS.tools.max)
+    .refine((tools) => tools.length === 0 || JSON.stringify(tools).length <= WIRE_BOUNDS.tools.maxJsonBytes, {
+      message: `the tool definitions must be at most ${WIRE_BOUNDS.tools.maxJsonBytes} bytes of JSON together`,
+    })
+    .optional(),
+  tool_choice: z.union([shortString, looseObject]).nullish(),
+  user: shortString.optional(),
 });
 export type CreateChatCompletionRequest = z.infer<typeof CreateChatCompletionRequest>;
 

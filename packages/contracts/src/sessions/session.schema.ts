@@ -23,9 +23,12 @@ export const SessionStateMessage = z.object({
 });
 export type SessionStateMessage = z.infer<typeof SessionStateMessage>;
 
+/** Most messages a create body's `state` may preload. */
+export const SESSION_STATE_MAX_MESSAGES = 1000;
+
 /** Body of `POST /sessions` and `PUT /sessions/{session_id}`; `{}` or no body gives an empty session. */
 export const CreateSessionRequest = z.object({
-  state: z.array(SessionStateMessage).optional(),
+  state: z.array(SessionStateMessage).max(SESSION_STATE_MAX_MESSAGES).optional(),
 });
 export type CreateSessionRequest = z.infer<typeof CreateSessionRequest>;
 

@@ -34,16 +34,25 @@ export class WebhookDelivery {
     this.signer = new WebhookSigner(options.signingSecret);
   }
 
-  /** Starts a delivery and returns at once; the promise never rejects. */
+  /**
+   * Starts a delivery and returns at once; the promise never rejects: it runs after the turn,
+   * outside any request, where a throw would end the worker process (and every turn on it).
+   */
   deliver(spec: WebhookSpec, payload: WebhookPayload, eventId: string): Promise<DeliveryResult> {
-    const attempt = this.attempt(spec, payload, eventId).then((result) => {
-      this.inFlight.delete(attempt);
-      const meta = { session_id: payload.session_id, webhook_id: eventId, host: safeHost(spec.url) };
-      if (result.ok) this.options.logger.info('webhook delivered', { ...meta, status: result.status });
-      else
-        this.options.logger.warn('webhook delivery failed', { ...meta, status: result.status, reason: result.reason });
-      return result;
-    });
+    const attempt = this.attempt(spec, payload, eventId)
+      .catch((err: unknown): DeliveryResult => ({ ok: false, reason: `delivery could not start: ${describeAny(err)}` }))
+      .then((result) => {
+        this.inFlight.delete(attempt);
+        const meta = { session_id: payload.session_id, webhook_id: eventId, host: safeHost(spec.url) };
+        if (result.ok) this.options.logger.info('webhook delivered', { ...meta, status: result.status });
+        else
+          this.options.logger.warn('webhook delivery failed', {
+            ...meta,
+            status: result.status,
+            reason: result.reason,
+          });
+        return result;
+      });
     this.inFlight.add(attempt);
     return attempt;
   }
@@ -63,39 +72,57 @@ export class WebhookDelivery {
       } catch (err) {
         return resolve({ ok: false, reason: err instanceof Error ? err.message : String(err) });
       }
-      const body = JSON.stringify(payload);
-      const headers: Record<string, string> = {
-        'content-type': 'application/json',
-        'content-length': String(Buffer.byteLength(body)),
-        'user-agent': 'tollway-agent-session',
-        ...this.signer.headers(eventId, body),
-      };
-      if (spec.token) headers.authorization = `Bearer ${spec.token}`;
-      const transport = url.protocol === 'https:' ? https : http;
-      const request = transport.request(url, {
-        method: 'POST',
-        headers,
-        agent: false,
-        lookup: this.policy.lookup as never,
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-      });
-      request.on('response', (response) => {
-        const status = response.statusCode ?? 0;
-        response.on('error', (err) => resolve({ ok: false, status, reason: describe(err, this.options.timeoutMs) }));
-        response.on('end', () =>
-          resolve(
-            status >= 200 && status < 300 ? { ok: true, status } : { ok: false, status, reason: `status ${status}` },
-          ),
-        );
-        response.on('close', () =>
-          resolve({ ok: false, status, reason: 'connection closed before the response ended' }),
-        );
-        response.resume();
-      });
-      request.on('error', (err) => resolve({ ok: false, reason: describe(err, this.options.timeoutMs) }));
-      request.end(body);
+      // Node refuses a header value it cannot send (ERR_INVALID_CHAR) by throwing; the token is
+      // checked when the message is sent, this covers jobs queued before that check existed.
+      try {
+        this.send(url, spec, payload, eventId, resolve);
+      } catch (err) {
+        resolve({ ok: false, reason: describeAny(err) });
+      }
     });
   }
+
+  private send(
+    url: URL,
+    spec: WebhookSpec,
+    payload: WebhookPayload,
+    eventId: string,
+    resolve: (result: DeliveryResult) => void,
+  ): void {
+    const body = JSON.stringify(payload);
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(body)),
+      'user-agent': 'tollway-agent-session',
+      ...this.signer.headers(eventId, body),
+    };
+    if (spec.token) headers.authorization = `Bearer ${spec.token}`;
+    const transport = url.protocol === 'https:' ? https : http;
+    const request = transport.request(url, {
+      method: 'POST',
+      headers,
+      agent: false,
+      lookup: this.policy.lookup as never,
+      signal: AbortSignal.timeout(this.options.timeoutMs),
+    });
+    request.on('response', (response) => {
+      const status = response.statusCode ?? 0;
+      response.on('error', (err) => resolve({ ok: false, status, reason: describe(err, this.options.timeoutMs) }));
+      response.on('end', () =>
+        resolve(
+          status >= 200 && status < 300 ? { ok: true, status } : { ok: false, status, reason: `status ${status}` },
+        ),
+      );
+      response.on('close', () => resolve({ ok: false, status, reason: 'connection closed before the response ended' }));
+      response.resume();
+    });
+    request.on('error', (err) => resolve({ ok: false, reason: describe(err, this.options.timeoutMs) }));
+    request.end(body);
+  }
+}
+
+function describeAny(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 function describe(err: Error, timeoutMs: number): string {

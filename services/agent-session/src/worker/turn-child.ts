@@ -65,6 +65,9 @@ async function run(message: ChildRun): Promise<void> {
   try {
     const result = await agent(message.input, { ...base, logger: turnLogger, signal: abort.signal });
     if (!result || !Array.isArray(result.messages)) throw new Error('the agent returned no messages array');
+    // Checked here, where a failure is the turn's error: a result IPC cannot carry (a cycle, a
+    // BigInt) would otherwise throw from send() outside the turn and end this process.
+    JSON.stringify(result.messages);
     send({
       type: 'done',
       turnId: message.turnId,

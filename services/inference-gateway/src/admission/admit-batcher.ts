@@ -84,7 +84,11 @@ export class AdmitBatcher {
     for (let start = 0; start < queued.length; start += this.maxBatch) {
       batches.push(queued.slice(start, start + this.maxBatch));
     }
-    if (leading.length > 0 || batches.length > 0) void this.send(leading, batches);
+    if (leading.length === 0 && batches.length === 0) return;
+    // Runs outside any request: whatever fails refuses the waiting admissions instead of ending the process.
+    this.send(leading, batches).catch((err: unknown) => {
+      for (const batch of batches) for (const pending of batch) pending.reject(err);
+    });
   }
 
   /** One pipeline, one write: the leading calls, then each batch of admissions. */

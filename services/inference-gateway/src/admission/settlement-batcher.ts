@@ -205,9 +205,10 @@ export class SettlementBatcher {
   /** Sends what is queued in calls of its own (no admission came along to carry it). */
   private sendAlone(): void {
     for (let call = this.take(); call; call = this.take()) {
-      void runScripts(this.redis, [call]).then(([outcome]) =>
-        call.finish(outcome ? outcome[0] : new Error('no reply')),
-      );
+      // Runs outside any request: a throw here must be logged, never left to end the process.
+      runScripts(this.redis, [call])
+        .then(([outcome]) => call.finish(outcome ? outcome[0] : new Error('no reply')))
+        .catch((err: unknown) => this.logger?.error('settlement failed', { err: String(err) }));
     }
   }
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ModelId } from '@tollway/contracts';
+import { ModelId, WIRE_BOUNDS } from '@tollway/contracts';
 
 /** One replica of an OpenAI-compatible engine (vLLM, SGLang, llama.cpp server, Ollama, OpenAI). */
 export const EngineReplica = z.strictObject({
@@ -60,6 +60,13 @@ export const CatalogModel = z.strictObject({
   narrowed: z.boolean().default(false),
   /** Production-flagged: `top_p` must be within 0.95–1.0. */
   production: z.boolean().default(false),
+  /**
+   * Context window in tokens: max_tokens (or max_completion_tokens) above it, or prompt + max_tokens
+   * above it, is a 400 before any engine work. Default: a simulated engine's `max_model_len`, else 131 072.
+   */
+  context_length: z.number().int().min(16).optional(),
+  /** Largest `n` the model serves (choices per request); default 128, the wire bound. */
+  max_n: z.number().int().min(1).max(WIRE_BOUNDS.n.max).default(WIRE_BOUNDS.n.max),
   /** Concurrent requests the model takes across the cluster; null or absent = unlimited. */
   capacity: z.number().int().min(1).nullable().default(null),
   /** Prices in credit units per million tokens. */
@@ -69,6 +76,16 @@ export const CatalogModel = z.strictObject({
   }),
 });
 export type CatalogModel = z.infer<typeof CatalogModel>;
+
+/** Context window assumed for an engine that does not say (a catalog entry may set `context_length`). */
+export const DEFAULT_CONTEXT_LENGTH = 131_072;
+
+/** The model's context window in tokens (see `context_length`). */
+export function contextLengthOf(model: CatalogModel): number {
+  return (
+    model.context_length ?? (model.engine.kind === 'simulated' ? model.engine.max_model_len : DEFAULT_CONTEXT_LENGTH)
+  );
+}
 
 export const CatalogFile = z.strictObject({ models: z.array(CatalogModel).min(1) }).superRefine((catalog, ctx) => {
   const seen = new Set<string>();

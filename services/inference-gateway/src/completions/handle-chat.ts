@@ -7,7 +7,7 @@ import type { EngineRegistry } from '../engines';
 import { ClientAbort } from '../engines/engine.types';
 import { modelNotFound } from '../errors';
 import { countPromptTokensFairly } from '../tokenizer/count-tokens';
-import { validateChatRequest } from '../validation/chat-request';
+import { checkContextLength, validateChatRequest } from '../validation/chat-request';
 import { serveCompletion } from './serve-completion';
 
 /** What serving a chat completion needs. */
@@ -39,6 +39,7 @@ export async function handleChat(
     if (!res.writableFinished) abort.abort();
   });
   const inputTokens = await countPromptTokensFairly(request.messages);
+  checkContextLength(request, model, inputTokens);
   const reservation = outputReservation(request, deps.defaultOutputReservationTokens);
   const reservedOutputTokens = reservation.tokens;
   const ticket = await deps.admission.admit({

@@ -26,6 +26,23 @@ export class ClientAbort extends EventEmitter {
   }
 }
 
+/** How much of an engine's answer the gateway holds or relays for one request (see config.ts). */
+export interface EngineResponseLimits {
+  /** Largest non-streamed response or error body, bytes. */
+  maxResponseBytes: number;
+  /** Largest single SSE event, bytes. */
+  maxEventBytes: number;
+  /** Largest whole stream, bytes. */
+  maxStreamBytes: number;
+}
+
+/** The limits' defaults (the config schema's defaults too). */
+export const DEFAULT_ENGINE_RESPONSE_LIMITS: Readonly<EngineResponseLimits> = Object.freeze({
+  maxResponseBytes: 16 * 1024 * 1024,
+  maxEventBytes: 1024 * 1024,
+  maxStreamBytes: 256 * 1024 * 1024,
+});
+
 /** One chat completion as the gateway hands it to an engine: validated, spec fields only. */
 export interface EngineCall {
   /** The request; `model` is the catalog id (engines map it to their own name). */

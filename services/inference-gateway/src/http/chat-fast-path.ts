@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { REQUEST_ID_HEADER } from '@tollway/service-kit';
+import { fromBodyParserError, readJsonBody, REQUEST_ID_HEADER, type JsonBodyLimits } from '@tollway/service-kit';
 import type { Authenticator } from '../admission/admission.types';
 import { handleChat, type ChatDeps } from '../completions/handle-chat';
-import { invalidApiKey, invalidJson, requestTooLarge } from '../errors';
+import { invalidApiKey } from '../errors';
 import { writeError } from './write-error';
 
 const CHAT_PATH = '/v1/chat/completions';
@@ -13,7 +13,8 @@ const ACCEPTABLE_REQUEST_ID = /^[\w.:-]{1,128}$/;
 /** What the fast path needs besides the chat dependencies. */
 export interface FastPathDeps extends ChatDeps {
   authenticator: Authenticator;
-  maxBodyBytes: number;
+  /** Body size (decoded) and JSON nesting limits. */
+  bodyLimits: JsonBodyLimits;
 }
 
 /**
@@ -30,9 +31,9 @@ export function chatFastPath(deps: FastPathDeps): (req: IncomingMessage, res: Se
     const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.setHeader(REQUEST_ID_HEADER, requestId);
     serve(deps, req, res, requestId).catch((err: unknown) => {
-      writeError(res, err, deps.logger, requestId);
       // Whatever is left of a refused body is read and dropped so the connection can be reused.
       if (!req.complete) req.resume();
+      writeError(res, err, deps.logger, requestId);
     });
     return true;
   };
@@ -43,49 +44,11 @@ async function serve(deps: FastPathDeps, req: IncomingMessage, res: ServerRespon
   const token = header ? BEARER.exec(header)?.[1] : undefined;
   const principal = await deps.authenticator.authenticate(token);
   if (!principal) throw invalidApiKey();
-  const text = await readBody(req, deps.maxBodyBytes);
   let body: unknown;
   try {
-    body = text.length === 0 ? {} : JSON.parse(text);
+    body = (await readJsonBody(req, deps.bodyLimits)) ?? {};
   } catch (err) {
-    throw invalidJson(err);
+    throw fromBodyParserError(err) ?? err;
   }
   await handleChat(deps, body, principal, requestId, res);
-}
-
-/** Reads the body as UTF-8 text up to `limit` bytes; throws request_too_large beyond it. */
-function readBody(req: IncomingMessage, limit: number): Promise<string> {
-  const declared = Number(req.headers['content-length']);
-  if (declared > limit) return Promise.reject(requestTooLarge(limit));
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let size = 0;
-    const onData = (part: Buffer) => {
-      size += part.length;
-      if (size > limit) {
-        cleanup();
-        reject(requestTooLarge(limit));
-        return;
-      }
-      parts.push(part);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(parts.length === 1 ? (parts[0] as Buffer).toString('utf8') : Buffer.concat(parts).toString('utf8'));
-    };
-    const onError = (err: unknown) => {
-      cleanup();
-      reject(invalidJson(err));
-    };
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-      req.off('aborted', onError);
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-    req.on('aborted', onError);
-  });
 }

@@ -1,12 +1,18 @@
+import { EngineStreamError } from '../engines/engine.types';
+
 /**
  * Incremental Server-Sent Events parser for engine streams: feed it bytes as they arrive, get
  * back the `data` payloads of every event completed so far. Follows the SSE line rules (LF or
- * CRLF, multi-line data joined by "\n", comments and other fields ignored).
+ * CRLF, multi-line data joined by "\n", comments and other fields ignored). An event (or a line)
+ * longer than `maxEventChars` throws EngineStreamError instead of growing without end.
  */
 export class SseParser {
   private readonly decoder = new TextDecoder();
   private pending = '';
   private data: string[] = [];
+  private dataChars = 0;
+
+  constructor(private readonly maxEventChars = Number.MAX_SAFE_INTEGER) {}
 
   /** Adds bytes; returns the payloads of the events they completed. */
   push(bytes: Uint8Array): string[] {
@@ -19,6 +25,7 @@ export class SseParser {
       start = nl + 1;
     }
     this.pending = start === 0 ? text : text.slice(start);
+    if (this.pending.length + this.dataChars > this.maxEventChars) throw this.tooLarge();
     return events;
   }
 
@@ -29,6 +36,7 @@ export class SseParser {
     this.pending = '';
     if (this.data.length > 0) events.push(this.data.join('\n'));
     this.data = [];
+    this.dataChars = 0;
     return events;
   }
 
@@ -37,6 +45,7 @@ export class SseParser {
       if (this.data.length > 0) {
         events.push(this.data.length === 1 ? (this.data[0] as string) : this.data.join('\n'));
         this.data = [];
+        this.dataChars = 0;
       }
       return;
     }
@@ -50,7 +59,13 @@ export class SseParser {
       text.charCodeAt(start + 4) === 58
     ) {
       const from = text.charCodeAt(start + 5) === 32 ? start + 6 : start + 5;
+      this.dataChars += end - from;
+      if (this.dataChars > this.maxEventChars) throw this.tooLarge();
       this.data.push(text.slice(from, end));
     }
+  }
+
+  private tooLarge(): EngineStreamError {
+    return new EngineStreamError(`The engine sent an event larger than ${this.maxEventChars} bytes.`, null);
   }
 }

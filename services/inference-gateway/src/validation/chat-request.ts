@@ -1,7 +1,7 @@
 import { CreateChatCompletionRequest } from '@tollway/contracts';
 import { formatIssuePath } from '@tollway/service-kit';
 import type { CatalogStore } from '../catalog/catalog-store';
-import type { CatalogModel } from '../catalog/catalog.schema';
+import { contextLengthOf, type CatalogModel } from '../catalog/catalog.schema';
 import { bodyNotObject, modelNotFound, modelRequired, ParameterError } from '../errors';
 
 /** Bounds of `top_p` on production-flagged models. */
@@ -35,8 +35,20 @@ export function validateChatRequest(body: unknown, catalog: CatalogStore): Valid
   return { request: parsed.data, model };
 }
 
-/** The per-model limits of the catalog: the narrowed family and production-flagged models. */
+/**
+ * The per-model limits of the catalog: `max_n`, the context length against the requested output
+ * (the prompt is counted later, see checkContextLength), the narrowed family and production-flagged models.
+ */
 export function checkNarrowing(request: CreateChatCompletionRequest, model: CatalogModel): void {
+  if (request.n != null && request.n > model.max_n) {
+    throw new ParameterError(`Model '${model.id}' supports n up to ${model.max_n}, got n=${request.n}.`, 'n');
+  }
+  const requested = request.max_completion_tokens ?? request.max_tokens;
+  const contextLength = contextLengthOf(model);
+  if (requested != null && requested > contextLength) {
+    const param = request.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
+    throw contextExceeded(contextLength, requested, null, param);
+  }
   if (model.narrowed) {
     if (request.n != null && request.n !== 1) {
       throw new ParameterError(`Model '${model.id}' only supports n=1, got n=${request.n}.`, 'n');
@@ -64,4 +76,33 @@ export function checkNarrowing(request: CreateChatCompletionRequest, model: Cata
       'top_p',
     );
   }
+}
+
+/** vLLM's refusal of prompt + max_tokens beyond the context window, after the prompt was counted. */
+export function checkContextLength(
+  request: CreateChatCompletionRequest,
+  model: CatalogModel,
+  promptTokens: number,
+): void {
+  const requested = request.max_completion_tokens ?? request.max_tokens ?? 0;
+  const contextLength = contextLengthOf(model);
+  if (promptTokens + requested > contextLength)
+    throw contextExceeded(contextLength, requested, promptTokens, 'messages');
+}
+
+function contextExceeded(
+  contextLength: number,
+  requested: number,
+  promptTokens: number | null,
+  param: string,
+): ParameterError {
+  const detail =
+    promptTokens === null
+      ? `you requested ${requested} output tokens`
+      : `you requested ${promptTokens + requested} tokens (${promptTokens} in the messages, ${requested} in the completion)`;
+  return new ParameterError(
+    `This model's maximum context length is ${contextLength} tokens. However, ${detail}. ` +
+      'Please reduce the length of the messages or completion.',
+    param,
+  );
 }

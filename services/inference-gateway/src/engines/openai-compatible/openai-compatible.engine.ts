@@ -1,14 +1,16 @@
 import type { ChatCompletionChunk, ChatCompletionResponse } from '@tollway/contracts';
 import type { Dispatcher } from 'undici';
 import type { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
-import { badEngineResponse, engineUnavailable, upstreamTimeout } from '../../errors';
+import { badEngineResponse, engineResponseTooLarge, engineUnavailable, upstreamTimeout } from '../../errors';
 import { isPassthroughChunk } from '../../streaming/passthrough';
 import { SseParser } from '../../streaming/sse-parser';
 import { EngineHttpError, flattenEngineError } from '../engine-error';
 import {
+  DEFAULT_ENGINE_RESPONSE_LIMITS,
   EngineAbortedError,
   EngineStreamError,
   RAW_JSON,
+  type EngineResponseLimits,
   type ChunkStream,
   type ClientAbort,
   type EngineChunk,
@@ -44,6 +46,7 @@ export class OpenAICompatibleEngine implements Engine {
   private readonly continuousUsage: boolean;
   /** `"model":"<catalog id>"` as compact JSON writes it. */
   private readonly modelField: string;
+  private readonly limits: EngineResponseLimits;
 
   constructor(
     private readonly modelId: string,
@@ -53,12 +56,13 @@ export class OpenAICompatibleEngine implements Engine {
     this.replicas = new ReplicaSet(spec.replicas, modelId, options);
     this.continuousUsage = spec.continuous_usage_stats;
     this.modelField = `"model":${JSON.stringify(modelId)}`;
+    this.limits = options.limits ?? DEFAULT_ENGINE_RESPONSE_LIMITS;
   }
 
   async complete(call: EngineCall): Promise<CompletionResult> {
     const { replica, response } = await this.send(call);
     try {
-      const raw = Buffer.from(await response.body.arrayBuffer());
+      const raw = await this.readBounded(response.body);
       let completion: ChatCompletionResponse;
       try {
         completion = JSON.parse(raw.toString('utf8')) as ChatCompletionResponse;
@@ -164,7 +168,7 @@ export class OpenAICompatibleEngine implements Engine {
           replica = this.replicas.pick(replica);
           continue;
         }
-        const body = Buffer.from(await response.body.arrayBuffer());
+        const body = await this.readBounded(response.body);
         throw new EngineHttpError(response.statusCode, String(response.headers['content-type'] ?? ''), body);
       } catch (err) {
         throw this.duringBody(err, call.signal);
@@ -180,10 +184,15 @@ export class OpenAICompatibleEngine implements Engine {
     replica: Replica,
     signal: ClientAbort,
   ): AsyncGenerator<StreamItem[]> {
-    const parser = new SseParser();
+    const parser = new SseParser(this.limits.maxEventBytes);
     let done = false;
+    let received = 0;
     try {
       for await (const bytes of body) {
+        received += (bytes as Buffer).length;
+        if (received > this.limits.maxStreamBytes) {
+          throw new EngineStreamError(`The engine stream grew past ${this.limits.maxStreamBytes} bytes.`, null);
+        }
         const batch: StreamItem[] = [];
         let broken: unknown = null;
         for (const payload of parser.push(bytes as Buffer)) {
@@ -229,6 +238,24 @@ export class OpenAICompatibleEngine implements Engine {
       replica.outstanding--;
       if (!done) body.destroy();
     }
+  }
+
+  /**
+   * A whole response body, refused with 502 `bad_engine_response` once it grows past
+   * maxResponseBytes (the rest is not read: the connection is dropped, not drained).
+   */
+  private async readBounded(body: Dispatcher.ResponseData['body']): Promise<Buffer> {
+    const parts: Buffer[] = [];
+    let size = 0;
+    for await (const part of body) {
+      size += (part as Buffer).length;
+      if (size > this.limits.maxResponseBytes) {
+        body.destroy();
+        throw engineResponseTooLarge(this.modelId, this.limits.maxResponseBytes);
+      }
+      parts.push(part as Buffer);
+    }
+    return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, size);
   }
 
   /** The chunk text naming the catalog id, or null when its model field is not found as expected. */

@@ -1,5 +1,6 @@
 import { Pool } from 'undici';
 import type { EngineReplica } from '../../catalog/catalog.schema';
+import type { EngineResponseLimits } from '../engine.types';
 
 /** One engine replica: its connection pool and how many requests it has outstanding. */
 export interface Replica {
@@ -18,10 +19,11 @@ export interface Replica {
   readonly origin: string;
 }
 
-/** Options of the keep-alive pools. */
+/** Options of the keep-alive pools, and how much of an answer is read (default DEFAULT_ENGINE_RESPONSE_LIMITS). */
 export interface PoolOptions {
   connections: number;
   timeoutMs: number;
+  limits?: EngineResponseLimits;
 }
 
 /**

@@ -1,5 +1,10 @@
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
-import type { ChatCompletionChunk, ChatCompletionResponse, CreateChatCompletionRequest } from '@tollway/contracts';
+import {
+  WIRE_BOUNDS,
+  type ChatCompletionChunk,
+  type ChatCompletionResponse,
+  type CreateChatCompletionRequest,
+} from '@tollway/contracts';
 import type { SimulationOptions } from '../../catalog/catalog.schema';
 import { EngineAbortedError } from '../engine.types';
 import { countPromptTokensFairly } from '../../tokenizer/count-tokens';
@@ -58,6 +63,11 @@ export class Simulator {
 
   /** Checks what the engine itself refuses and plans the completion. Throws SimParameterError. */
   async plan(request: CreateChatCompletionRequest, knownPromptTokens?: number): Promise<CompletionPlan> {
+    // Every choice is generated and held until the request ends: bound their number like an
+    // engine's sequence limit, whoever called (the gateway checks the same bound first).
+    if (request.n != null && request.n > WIRE_BOUNDS.n.max) {
+      throw new SimParameterError(`n must be at most ${WIRE_BOUNDS.n.max}, got ${request.n}.`, 'n');
+    }
     if (request.top_logprobs != null && request.top_logprobs > MAX_TOP_LOGPROBS) {
       throw new SimParameterError(
         `top_logprobs must be at most ${MAX_TOP_LOGPROBS}, got ${request.top_logprobs}.`,

@@ -1,12 +1,16 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import express, { Router, type NextFunction, type Request, type Response } from 'express';
+import { Router, type NextFunction, type Request, type Response } from 'express';
 import type { AccountStore } from '@tollway/accounts';
+import { jsonBody } from '@tollway/service-kit';
 import { adminEndpointNotFound, invalidAdminToken } from './admin-errors';
 import { organizationsRoutes } from './organizations.route';
 import { keysRoutes } from './keys.route';
 
 /** Where the gateway app mounts the admin router. */
 export const ADMIN_BASE_PATH = '/admin/v1';
+
+/** Admin bodies are small objects: 64 KiB, 32 levels. */
+const ADMIN_BODY_LIMITS = { maxBytes: 64 * 1024, maxDepth: 32 };
 
 /** Options of buildAdminRouter. */
 export interface AdminRouterOptions {
@@ -22,7 +26,7 @@ export interface AdminRouterOptions {
  */
 export function buildAdminRouter(options: AdminRouterOptions): Router {
   const router = Router();
-  router.use(requireAdminToken(options.adminToken), express.json({ limit: '64kb' }));
+  router.use(requireAdminToken(options.adminToken), jsonBody(ADMIN_BODY_LIMITS));
   router.use(organizationsRoutes(options.store));
   router.use(keysRoutes(options.store));
   // Its own 404, so an admin typo is not answered with the inference API's model_not_found.

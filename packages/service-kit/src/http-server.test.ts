@@ -1,0 +1,141 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
+import { once } from 'node:events';
+import { rawExchange } from './testing/raw-http';
+import { createHttpServer, DEFAULT_HTTP_LIMITS, listenServer, type HttpLimits } from './http-server';
+import { readJsonBody } from './json-body';
+
+/** A server that echoes the parsed body, with the given limits. */
+async function start(limits: Partial<HttpLimits>): Promise<{ server: Server; port: number }> {
+  const server = createHttpServer(
+    (req, res) => {
+      readJsonBody(req, { maxBytes: 1 << 20, maxDepth: 16 }).then(
+        (body) => res.end(JSON.stringify({ body: body ?? null })),
+        () => {
+          res.statusCode = 400;
+          res.end('{}');
+        },
+      );
+    },
+    { ...DEFAULT_HTTP_LIMITS, ...limits },
+  );
+  await listenServer(server, 0, '127.0.0.1');
+  return { server, port: (server.address() as AddressInfo).port };
+}
+
+function stop(server: Server): void {
+  server.closeAllConnections();
+  server.close();
+}
+
+const envelope = (body: string) => JSON.parse(body) as { error: { code: string; type: string; message: string } };
+
+describe('createHttpServer', () => {
+  let server: Server;
+  let port: number;
+
+  beforeAll(async () => {
+    ({ server, port } = await start({
+      maxHeaderBytes: 2048,
+      maxHeadersCount: 10,
+      headersTimeoutMs: 400,
+      requestTimeoutMs: 800,
+      keepAliveTimeoutMs: 300,
+    }));
+  });
+
+  afterAll(() => stop(server));
+
+  it('answers a normal request', async () => {
+    const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: '{"a":1}' });
+    expect(await res.json()).toEqual({ body: { a: 1 } });
+  });
+
+  it('a head larger than maxHeaderBytes gets 431 in the error envelope and a close', async () => {
+    const exchange = await rawExchange(port, [`GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(4000)}\r\n\r\n`]);
+    expect(exchange.status).toBe(431);
+    expect(envelope(exchange.body).error.code).toBe('request_header_too_large');
+    expect(exchange.ended).toBe('closed');
+  });
+
+  it('headers past maxHeadersCount are dropped, the request is still served', async () => {
+    const extra = Array.from({ length: 50 }, (_, i) => `X-H${i}: v\r\n`).join('');
+    const exchange = await rawExchange(port, [
+      `POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n${extra}\r\n{}`,
+    ]);
+    expect(exchange.status).toBe(200);
+  });
+
+  it('garbage is a 400 in the envelope, not a dropped socket', async () => {
+    const exchange = await rawExchange(port, ['NOT-HTTP at all\r\n\r\n']);
+    expect(exchange.status).toBe(400);
+    expect(envelope(exchange.body).error.code).toBe('bad_request');
+  });
+
+  it('CONNECT gets 405 and Upgrade gets 400, each with a body', async () => {
+    const connectExchange = await rawExchange(port, [
+      'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n',
+    ]);
+    expect(connectExchange.status).toBe(405);
+    expect(envelope(connectExchange.body).error.code).toBe('method_not_allowed');
+    const upgrade = await rawExchange(port, [
+      'GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n',
+    ]);
+    expect(upgrade.status).toBe(400);
+    expect(envelope(upgrade.body).error.code).toBe('upgrade_not_supported');
+  });
+
+  it('a client that sends its head too slowly gets 408 and a close', async () => {
+    const started = Date.now();
+    const exchange = await rawExchange(port, ['GET / HTTP/1.1\r\n', 'Host: x\r\n'], { waitMs: 5000 });
+    expect(exchange.status).toBe(408);
+    expect(exchange.ended).toBe('closed');
+    expect(Date.now() - started).toBeLessThan(4000);
+  });
+
+  it('a chunked body that stops is ended by the request timeout', async () => {
+    const exchange = await rawExchange(
+      port,
+      ['POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"a":\r\n'],
+      { waitMs: 5000 },
+    );
+    expect(exchange.ended).toBe('closed');
+    expect([null, 408]).toContain(exchange.status);
+  });
+
+  it('a body shorter than its Content-Length is ended by the request timeout', async () => {
+    const exchange = await rawExchange(port, ['POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"a":'], {
+      waitMs: 5000,
+    });
+    expect(exchange.ended).toBe('closed');
+  });
+
+  it('an idle keep-alive connection is closed after keepAliveTimeoutMs', async () => {
+    const exchange = await rawExchange(port, ['POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'], {
+      waitMs: 3000,
+    });
+    expect(exchange.status).toBe(200);
+    expect(exchange.ended).toBe('closed');
+  });
+});
+
+describe('createHttpServer maxConnections', () => {
+  it('closes connections beyond the cap, and serves again once one is gone', async () => {
+    const { server, port } = await start({ maxConnections: 2 });
+    try {
+      const held = [connect(port, '127.0.0.1'), connect(port, '127.0.0.1')];
+      await Promise.all(held.map((socket) => once(socket, 'connect')));
+      await new Promise((r) => setTimeout(r, 100));
+      const refused = await rawExchange(port, ['GET / HTTP/1.1\r\nHost: x\r\n\r\n'], { waitMs: 2000 });
+      expect(refused.status).toBeNull();
+      expect(refused.ended).toBe('closed');
+      for (const socket of held) socket.destroy();
+      await new Promise((r) => setTimeout(r, 100));
+      const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: '{}' });
+      expect(res.status).toBe(200);
+    } finally {
+      stop(server);
+    }
+  });
+});

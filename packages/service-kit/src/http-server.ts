@@ -1,0 +1,146 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { z } from 'zod';
+import type { ConfigSource } from './config';
+import type { Logger } from './logger';
+
+/**
+ * Connection limits of a service's HTTP server, shared by both services' config schemas:
+ * spread `HTTP_LIMIT_FIELDS` into the schema and `HTTP_LIMIT_SOURCES` into its sources.
+ */
+export const HTTP_LIMIT_FIELDS = {
+  /** Largest request head (request line + headers), bytes; default 16 384. Larger gets 431. */
+  maxHeaderBytes: z.coerce.number().int().min(1024).max(1_048_576).default(16_384),
+  /** Most request headers read; more are dropped; default 100. */
+  maxHeadersCount: z.coerce.number().int().min(8).default(100),
+  /** Time a client has to send the whole request head, ms; default 20 000. Slower gets 408 and a close. */
+  headersTimeoutMs: z.coerce.number().int().min(100).default(20_000),
+  /** Time a client has to send the whole request (head and body), ms; default 60 000; 0 = no limit. */
+  requestTimeoutMs: z.coerce.number().int().min(0).default(60_000),
+  /** Idle keep-alive connections are closed after this, ms; default 65 000 (longer than the usual 60 s of load balancers). */
+  keepAliveTimeoutMs: z.coerce.number().int().min(0).default(65_000),
+  /** Most open client connections per process; more are closed at once; default 10 000. */
+  maxConnections: z.coerce.number().int().min(1).default(10_000),
+};
+
+/** Where the connection limits are read from (the same variables in both services). */
+export const HTTP_LIMIT_SOURCES = {
+  maxHeaderBytes: { env: 'HTTP_MAX_HEADER_BYTES' },
+  maxHeadersCount: { env: 'HTTP_MAX_HEADERS_COUNT' },
+  headersTimeoutMs: { env: 'HTTP_HEADERS_TIMEOUT_MS' },
+  requestTimeoutMs: { env: 'HTTP_REQUEST_TIMEOUT_MS' },
+  keepAliveTimeoutMs: { env: 'HTTP_KEEP_ALIVE_TIMEOUT_MS' },
+  maxConnections: { env: 'HTTP_MAX_CONNECTIONS' },
+} satisfies Record<keyof typeof HTTP_LIMIT_FIELDS, ConfigSource>;
+
+/** Parsed connection limits. */
+export type HttpLimits = { [K in keyof typeof HTTP_LIMIT_FIELDS]: z.infer<(typeof HTTP_LIMIT_FIELDS)[K]> };
+
+/** The defaults, for apps built without a config (tests). */
+export const DEFAULT_HTTP_LIMITS: Readonly<HttpLimits> = Object.freeze(z.object(HTTP_LIMIT_FIELDS).parse({}));
+
+/** Options of createHttpServer besides the limits. */
+export interface HttpServerOptions {
+  /** Logs client errors at debug level. */
+  logger?: Logger;
+}
+
+/**
+ * How often Node checks the header and request timeouts, ms. Node's default (30 s) would let a
+ * slow client hold a connection up to 30 s past its timeout.
+ */
+const TIMEOUT_CHECK_INTERVAL_MS = 1000;
+
+/**
+ * An HTTP server with the limits applied and an answer for what Node would otherwise drop
+ * silently or answer without a body: a request it cannot parse (400), a head too large (431),
+ * a head or body too slow (408), CONNECT and Upgrade requests (405/400). Each answer is the
+ * services' error envelope, then the connection closes.
+ */
+export function createHttpServer(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  limits: HttpLimits,
+  options: HttpServerOptions = {},
+): Server {
+  const server = createServer(
+    {
+      maxHeaderSize: limits.maxHeaderBytes,
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+    },
+    handler,
+  );
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  server.maxHeadersCount = limits.maxHeadersCount;
+  server.maxConnections = limits.maxConnections;
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    const [status, code, message] = clientErrorAnswer(err);
+    if (status !== 408) options.logger?.debug('client error', { code: err.code, status });
+    closeWith(socket, status, code, message);
+  });
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    closeWith(socket, 405, 'method_not_allowed', 'CONNECT is not supported by this server.', {
+      Allow: 'GET, POST, PUT, DELETE',
+    });
+  });
+  server.on('upgrade', (_req: IncomingMessage, socket: Duplex) => {
+    closeWith(socket, 400, 'upgrade_not_supported', 'Connection upgrades are not supported by this server.');
+  });
+  return server;
+}
+
+function clientErrorAnswer(err: NodeJS.ErrnoException): [number, string, string] {
+  switch (err.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, 'request_header_too_large', 'The request headers are larger than the server accepts.'];
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [408, 'request_timeout', 'The request was not received in time.'];
+    default:
+      return [400, 'bad_request', 'The request is not valid HTTP.'];
+  }
+}
+
+/** Writes one error response straight to the socket (no response object exists here) and closes. */
+function closeWith(
+  socket: Duplex,
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, string> = {},
+): void {
+  if (socket.destroyed || !socket.writable) return;
+  // A socket that already sent part of a response cannot take another status line.
+  if ((socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const body = JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code } });
+  const head = [
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}`,
+    'Content-Type: application/json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    'Connection: close',
+    ...Object.entries(extra).map(([name, value]) => `${name}: ${value}`),
+  ];
+  socket.on('error', () => undefined);
+  socket.end(`${head.join('\r\n')}\r\n\r\n${body}`, () => socket.destroy());
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  405: 'Method Not Allowed',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+};
+
+/** Listens on `port` and `host` (`backlog`: pending connections the kernel may queue); resolves once bound. */
+export function listenServer(server: Server, port: number, host: string, backlog?: number): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port, host, ...(backlog ? { backlog } : {}) }, () => {
+      server.off('error', reject);
+      resolve(server);
+    });
+  });
+}
