@@ -67,7 +67,7 @@ export class Campaign {
   }
 
   /** Sends one case and returns what it broke (also kept in `findings`). */
-  async run(c: FuzzCase, origin: string): Promise<Problem[]> {
+  async run(c: FuzzCase, origin: string): Promise<{ outcome: Outcome; problems: Problem[] }> {
     const service = this.platform.service(c.service);
     const sessionId = c.service === 'sessions' ? await this.ledger.sessionFor(c.pick) : this.platform.context.sessionId;
     const ctx = { ...this.platform.context, port: service.port, sessionId };
@@ -78,7 +78,7 @@ export class Campaign {
     problems.push(...(await this.crashes()));
     if (problems.length > 0)
       this.keep({ origin, request: describeCase(c, ctx), outcome: summarize(outcome), problems });
-    return problems;
+    return { outcome, problems };
   }
 
   /**

@@ -1,11 +1,13 @@
 import * as fc from 'fast-check';
+import { breaksContract } from './contract-oracle';
 import { gatewayEndpoints, sessionEndpoints, type EndpointTemplate } from './endpoints';
 import { printable, type Framing, type FuzzCase, type HeadShape, type ServiceName } from './fuzz-case';
 import { ByteString, Deep, Entries, LongString, RawToken, isPlainObject, type JsonNode } from './hostile-json';
-import { hostileQuery, hostileSegment, hostileValue, type Hostile } from './hostile-values';
+import { boundValue, hostileQuery, hostileSegment, hostileValue, type Hostile } from './hostile-values';
 
 type Mutation =
   | { kind: 'body-replace'; at: number; value: Hostile }
+  | { kind: 'param'; at: number; value: Hostile }
   | { kind: 'body-delete'; at: number }
   | { kind: 'body-add'; at: number; key: string; value: Hostile }
   | { kind: 'body-whole'; body: JsonNode | Uint8Array; label: string; invalid: boolean }
@@ -43,29 +45,34 @@ const wholeBody: fc.Arbitrary<Mutation> = fc
   )
   .map(([body, label, invalid]) => ({ kind: 'body-whole', body, label, invalid }));
 
+const framingKinds: fc.Arbitrary<Framing>[] = [
+  fc.constantFrom(-5, -1, 1, 10, 1_000_000).map((delta) => ({ kind: 'wrong-length' as const, delta })),
+  fc.record({ stopAfter: fc.nat(200), badSize: fc.constant(null) }).map((f) => ({ kind: 'chunked' as const, ...f })),
+  fc
+    .constantFrom('zz', 'fffffffffffffffffff', '-1', '1;ext=1', ' 5', '0x5')
+    .map((badSize) => ({ kind: 'chunked' as const, stopAfter: null, badSize })),
+  fc.constant({ kind: 'chunked' as const, stopAfter: null, badSize: null }),
+  fc.nat(100).map((keep) => ({ kind: 'truncated' as const, keep })),
+  fc.constantFrom<'cl-te' | 'two-cl'>('cl-te', 'two-cl').map((variant) => ({ kind: 'conflicting' as const, variant })),
+  fc
+    .tuple(
+      fc.constantFrom('gzip', 'deflate', 'br', 'identity', 'compress', 'x-unknown', 'gzip, gzip', 'GZIP', ''),
+      fc.constantFrom<'valid' | 'garbage' | 'bomb'>('valid', 'garbage', 'bomb'),
+    )
+    .map(([encoding, payload]) => ({
+      kind: 'encoding' as const,
+      encoding,
+      payload: encoding === 'gzip' || payload !== 'valid' ? payload : ('garbage' as const),
+    })),
+];
+
+/** A slow client; rare, as each waits out the services' request timeouts (seconds, see Platform). */
+const stall: fc.Arbitrary<Framing> = fc
+  .record({ keep: fc.nat(100), inHead: fc.boolean() })
+  .map((f) => ({ kind: 'stall' as const, ...f }));
+
 const framing: fc.Arbitrary<Mutation> = fc
-  .oneof(
-    fc.constantFrom(-5, -1, 1, 10, 1_000_000).map((delta) => ({ kind: 'wrong-length' as const, delta })),
-    fc.record({ stopAfter: fc.nat(200), badSize: fc.constant(null) }).map((f) => ({ kind: 'chunked' as const, ...f })),
-    fc
-      .constantFrom('zz', 'fffffffffffffffffff', '-1', '1;ext=1', ' 5', '0x5')
-      .map((badSize) => ({ kind: 'chunked' as const, stopAfter: null, badSize })),
-    fc.constant({ kind: 'chunked' as const, stopAfter: null, badSize: null }),
-    fc.nat(100).map((keep) => ({ kind: 'truncated' as const, keep })),
-    fc
-      .constantFrom<'cl-te' | 'two-cl'>('cl-te', 'two-cl')
-      .map((variant) => ({ kind: 'conflicting' as const, variant })),
-    fc
-      .tuple(
-        fc.constantFrom('gzip', 'deflate', 'br', 'identity', 'compress', 'x-unknown', 'gzip, gzip', 'GZIP', ''),
-        fc.constantFrom<'valid' | 'garbage' | 'bomb'>('valid', 'garbage', 'bomb'),
-      )
-      .map(([encoding, payload]) => ({
-        kind: 'encoding' as const,
-        encoding,
-        payload: encoding === 'gzip' || payload !== 'valid' ? payload : ('garbage' as const),
-      })),
-  )
+  .oneof(...framingKinds.map((arbitrary) => ({ weight: 6, arbitrary })), { weight: 1, arbitrary: stall })
   .map((f) => ({ kind: 'framing', framing: f, label: `framing ${JSON.stringify(f)}` }));
 
 const header: fc.Arbitrary<Mutation> = fc
@@ -146,6 +153,7 @@ const head: fc.Arbitrary<Mutation> = fc
   .map(([shape, label]) => ({ kind: 'head', head: shape, label }));
 
 const mutation: fc.Arbitrary<Mutation> = fc.oneof(
+  { weight: 6, arbitrary: fc.record({ kind: fc.constant('param' as const), at: fc.nat(), value: boundValue }) },
   {
     weight: 8,
     arbitrary: fc.record({ kind: fc.constant('body-replace' as const), at: fc.nat(), value: hostileValue }),
@@ -170,6 +178,67 @@ const mutation: fc.Arbitrary<Mutation> = fc.oneof(
 );
 
 type Path = Array<string | number>;
+
+/**
+ * Parameters that drive work, memory, or later land in a header, URL or log: the ones the issue
+ * names bounds for. A `param` mutation sets one of them (created when absent) to a bound value,
+ * so they are hit far more often than a uniformly drawn place in the body would be.
+ */
+const WORK_PARAMETERS: Path[] = [
+  ['n'],
+  ['max_tokens'],
+  ['max_completion_tokens'],
+  ['top_logprobs'],
+  ['logit_bias'],
+  ['stop'],
+  ['tools'],
+  ['messages'],
+  ['seed'],
+  ['top_k'],
+  ['temperature'],
+  ['user'],
+  ['model'],
+  ['messages', 0, 'content'],
+  ['messages', 1, 'name'],
+  ['tools', 0, 'function', 'parameters'],
+  ['tools', 0, 'function', 'name'],
+  ['stream_options', 'include_usage'],
+  ['response_format'],
+  ['reasoning_effort'],
+  ['tool_choice'],
+  ['content'],
+  ['role'],
+  ['name'],
+  ['user_params'],
+  ['user_params', 'model'],
+  ['user_params', 'max_tokens'],
+  ['user_params', 'nested'],
+  ['webhook', 'url'],
+  ['webhook', 'token'],
+  ['webhook', 'include_messages'],
+  ['tool_calls'],
+  ['tool_call_id'],
+  ['base64_image'],
+  ['state'],
+  ['state', 0, 'content'],
+  ['state', 0, 'role'],
+  ['budgets', 'requests'],
+  ['credit'],
+  ['credit_top_up'],
+  ['id'],
+];
+
+/** The work parameters whose parent exists in `body`. */
+function workParameters(body: JsonNode): Path[] {
+  return WORK_PARAMETERS.filter((path) => {
+    let node: JsonNode | undefined = body;
+    for (const key of path.slice(0, -1)) {
+      if (node === undefined || node === null || typeof node !== 'object') return false;
+      node = (node as Record<string, JsonNode>)[key as string];
+    }
+    return Array.isArray(node) || (node !== undefined && isPlainObject(node));
+  });
+}
 
 /** Every place in a body's plain JSON tree, the root included. */
 function pathsOf(node: JsonNode, prefix: Path = []): Path[] {
@@ -244,7 +313,14 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
   let wholeInvalid = false;
 
   for (const m of mutations) {
-    if (m.kind === 'body-replace' || m.kind === 'body-delete' || m.kind === 'body-add') {
+    if (m.kind === 'param') {
+      if (body === null) body = {};
+      const candidates = workParameters(body);
+      const path = candidates[m.at % Math.max(1, candidates.length)] ?? [];
+      body = setAt(body, path, clone(m.value.node));
+      labels.push(`${pathLabel(path)} = ${m.value.label}`);
+      if (frame.kind === 'none') frame = { kind: 'length' };
+    } else if (m.kind === 'body-replace' || m.kind === 'body-delete' || m.kind === 'body-add') {
       if (body === null) body = {};
       const paths = pathsOf(body);
       const path = paths[m.at % paths.length] as Path;
@@ -311,7 +387,10 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
   const finalBody = rawBody ?? body;
   const mustRefuse =
     intact &&
-    (wholeInvalid || (rawBody === null && body !== null && (holdsInvalidJson(body) || badWebhookToken(body))));
+    finalBody !== null &&
+    (wholeInvalid ||
+      (rawBody === null && body !== null && (holdsInvalidJson(body) || badWebhookToken(body))) ||
+      breaksContract(template.service, method, segments, finalBody));
   return printable({
     service: template.service,
     endpoint: template.name,

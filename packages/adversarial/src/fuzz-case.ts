@@ -16,6 +16,8 @@ export type Framing =
   | { kind: 'chunked'; stopAfter: number | null; badSize: string | null }
   /** The right Content-Length, only `keep` bytes of the body, then EOF. */
   | { kind: 'truncated'; keep: number }
+  /** A slow client: `keep` body bytes (or, with `inHead`, part of the head), then silence with the socket open. */
+  | { kind: 'stall'; keep: number; inHead: boolean }
   /** Both Content-Length and Transfer-Encoding, or two different Content-Lengths. */
   | { kind: 'conflicting'; variant: 'cl-te' | 'two-cl' }
   /** `Content-Encoding: encoding`, the body compressed (`valid`), not compressed at all (`garbage`), or a decompression bomb. */
@@ -129,6 +131,13 @@ export function encodeCase(c: FuzzCase, ctx: SendContext): RawRequest {
     header('Content-Length', String(body.length));
     payload = [body.subarray(0, f.keep)];
     finish = 'end';
+  } else if (f.kind === 'stall') {
+    header('Content-Length', String(body.length));
+    if (f.inHead) {
+      const headBytes = Buffer.concat(lines);
+      return { parts: [headBytes.subarray(0, Math.max(1, headBytes.length - 1 - (f.keep % 20)))], finish: 'keep' };
+    }
+    payload = [body.subarray(0, Math.min(f.keep, Math.max(0, body.length - 1)))];
   } else if (f.kind === 'conflicting') {
     header('Content-Length', String(body.length));
     if (f.variant === 'two-cl') header('Content-Length', String(body.length + 7));

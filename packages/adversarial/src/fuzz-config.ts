@@ -4,7 +4,7 @@ export interface FuzzConfig {
   seed: number;
   /** FUZZ_PATH: a fast-check path printed by a failed run, to replay just its counterexample. */
   path: string | undefined;
-  /** FUZZ_CASES: cases per service in the jest profile; default 250. */
+  /** FUZZ_CASES: cases per service in the jest profile; default 500. */
   casesPerService: number;
   /** FUZZ_TIME_LIMIT_MS: the jest profile stops drawing new cases after this long; default 30 000. */
   timeLimitMs: number;
@@ -30,7 +30,7 @@ export function loadFuzzConfig(env: NodeJS.ProcessEnv = process.env): FuzzConfig
   return Object.freeze({
     seed: int('FUZZ_SEED', env.FUZZ_SEED, Math.floor(Math.random() * 2 ** 31)),
     path: env.FUZZ_PATH || undefined,
-    casesPerService: int('FUZZ_CASES', env.FUZZ_CASES, 250),
+    casesPerService: int('FUZZ_CASES', env.FUZZ_CASES, 500),
     timeLimitMs: int('FUZZ_TIME_LIMIT_MS', env.FUZZ_TIME_LIMIT_MS, 30_000),
     rssLimitBytes: int('FUZZ_RSS_LIMIT_MB', env.FUZZ_RSS_LIMIT_MB, 400) * 2 ** 20,
     prefixBase: env.FUZZ_PREFIX || 'adversarial-',

@@ -221,6 +221,18 @@ export const hostileValue: fc.Arbitrary<Hostile> = fc.oneof(
   { weight: 2, arbitrary: bigArray },
 );
 
+/** Values for a parameter that drives work or memory: edge numbers, long strings and arrays, nesting. */
+export const boundValue: fc.Arbitrary<Hostile> = fc.oneof(
+  { weight: 5, arbitrary: specialNumber },
+  { weight: 1, arbitrary: numberAsText },
+  { weight: 2, arbitrary: bigArray },
+  { weight: 2, arbitrary: longString },
+  { weight: 3, arbitrary: hostileString },
+  { weight: 1, arbitrary: invalidUtf8 },
+  { weight: 1, arbitrary: deep },
+  { weight: 1, arbitrary: wrongType },
+);
+
 /** Hostile path segments: broken percent-encoding, traversal, control and non-Latin-1 characters, huge. */
 export const hostileSegment = fc.constantFrom(
   '%',

@@ -8,6 +8,8 @@ import { GATEWAY_ENTRY, REPO_ROOT, SESSIONS_ENTRY } from './built-services';
 import type { SendContext, ServiceName } from './fuzz-case';
 
 const HOST = '127.0.0.1';
+/** V8 old-space cap of each spawned service, MiB. */
+const HEAP_CAP_MB = 1024;
 
 /** Resident set size of `pid` in bytes (Linux /proc), or 0 when it is gone. */
 export function rssOf(pid: number | undefined): number {
@@ -71,7 +73,9 @@ export class ServiceProcess {
   /** Spawns the process and waits until `readyPath` answers 200. */
   async start(readyPath: string, timeoutMs = 30_000): Promise<void> {
     this.stopping = false;
-    const child = spawn(process.execPath, [this.entry, ...this.args], {
+    // A heap cap: an unbounded allocation ends as a counted crash, not as a machine shared with
+    // other work swapping (the services' real limits are far below it).
+    const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_CAP_MB}`, this.entry, ...this.args], {
       cwd: REPO_ROOT,
       env: this.env,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -164,7 +168,15 @@ export class Platform {
     const sinkAddress = this.sink.address();
     const sinkPort = typeof sinkAddress === 'object' && sinkAddress ? sinkAddress.port : 0;
     const [gatewayPort, sessionsPort] = [await freePort(), await freePort()];
-    const common = { ...this.options.baseEnv, REDIS_URL: redisUrl, REDIS_PREFIX: this.prefix, LOG_LEVEL: 'warn' };
+    const common = {
+      ...this.options.baseEnv,
+      REDIS_URL: redisUrl,
+      REDIS_PREFIX: this.prefix,
+      LOG_LEVEL: 'warn',
+      // Short request timeouts, so a stalled client is answered (408) or closed within a case's timeout.
+      HTTP_HEADERS_TIMEOUT_MS: '2000',
+      HTTP_REQUEST_TIMEOUT_MS: '3000',
+    };
     this.gateway = new ServiceProcess(
       'gateway',
       GATEWAY_ENTRY,

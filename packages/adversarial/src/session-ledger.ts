@@ -10,7 +10,7 @@ const POOL_SIZE = 4;
 interface Known {
   /** Messages the history must hold at least: preloaded state plus accepted messages. */
   minHistory: number;
-  /** Set when a case named the session and got no answer: it may be gone without a 204 seen. */
+  /** Set when a case named the session and its answer may not tell: it may be gone without a 204 seen. */
   uncertain: boolean;
   /** The last cases that named the session, for a report. */
   namedBy: string[];
@@ -54,7 +54,9 @@ export class SessionLedger {
     const named = this.sessions.get(safeDecode(/^\/sessions\/([^/]+)/.exec(path)?.[1] ?? '').toLowerCase());
     if (named) {
       named.namedBy = [...named.namedBy.slice(-2), origin];
-      if (outcome.kind !== 'response' || outcome.status >= 500) named.uncertain = true;
+      // Broken framing can carry the request out and answer for the leftover bytes instead.
+      const framed = c.framing.kind === 'length' || c.framing.kind === 'none';
+      if (!framed || outcome.kind !== 'response' || outcome.status >= 500) named.uncertain = true;
     }
     if (outcome.kind !== 'response') return;
     const id = sessionIdOf(outcome.body);
@@ -92,11 +94,16 @@ export class SessionLedger {
         detail: `turns still running ${settleMs} ms after the last case: ${running.slice(0, 5).join(', ')}`,
       });
     const ids = new Set(listed.map((s) => s.session_id.toLowerCase()));
-    const lost = [...this.sessions.keys()].filter((id) => !ids.has(id));
+    const lost: string[] = [];
+    for (const [id, known] of this.sessions) {
+      if (ids.has(id)) continue;
+      if (!known.uncertain) lost.push(`${id} (named by: ${known.namedBy.join(' | ') || 'none'})`);
+      this.sessions.delete(id);
+    }
     if (lost.length > 0)
       problems.push({
         rule: 'consistency',
-        detail: `sessions lost (created, never deleted, not listed): ${lost.slice(0, 5).join(', ')}`,
+        detail: `sessions lost (created, never deleted, not listed): ${lost.slice(0, 3).join(', ')}`,
       });
     for (const id of ids) {
       if (!this.sessions.has(id)) {

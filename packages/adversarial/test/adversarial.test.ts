@@ -7,7 +7,15 @@
  *   FUZZ_SEED=<seed> FUZZ_PATH=<service>:<path> pnpm exec jest packages/adversarial
  */
 import * as fc from 'fast-check';
-import { Campaign, Platform, caseArbitrary, ensureBuilt, loadFuzzConfig, type ServiceName } from '../src';
+import {
+  Campaign,
+  ISSUE_REPRODUCTIONS,
+  Platform,
+  caseArbitrary,
+  ensureBuilt,
+  loadFuzzConfig,
+  type ServiceName,
+} from '../src';
 import type { Problem } from '../src/oracles';
 
 const config = loadFuzzConfig();
@@ -34,13 +42,23 @@ describe('adversarial requests against the built gateway and session service', (
     await platform?.stop();
   }, 30_000);
 
+  it.each(ISSUE_REPRODUCTIONS.map((c) => [c.endpoint, c] as const))(
+    'refuses %s with a 4xx and keeps serving',
+    async (_name, c) => {
+      const { outcome, problems } = await campaign.run(c, 'issue 10 reproduction');
+      expect(report(problems)).toBe('');
+      expect(outcome.kind === 'response' ? outcome.status : outcome.kind).toBeGreaterThanOrEqual(400);
+      expect(outcome.kind === 'response' ? outcome.status : outcome.kind).toBeLessThan(500);
+    },
+  );
+
   it('answers every mutated request below 500, in the error shape, with no crash or hang', async () => {
     const lane = async (service: ServiceName) => {
       const [only, path] = config.path?.split(/:(.*)/s) ?? [];
       if (only !== undefined && only !== service) return;
       let count = 0;
       const property = fc.asyncProperty(caseArbitrary(service), async (c) => {
-        const problems = await campaign.run(c, `FUZZ_SEED=${config.seed}`);
+        const { problems } = await campaign.run(c, `FUZZ_SEED=${config.seed}`);
         count += 1;
         // Only the session lane checks the ledger: it is paused then, so no session case is in flight.
         if (count % CHECKPOINT_EVERY === 0)
