@@ -36,8 +36,12 @@ function parseArgs(argv) {
   const out = {};
   for (let i = 0; i < argv.length; i += 1) {
     if (!argv[i].startsWith('--')) continue;
-    out[argv[i].slice(2)] = argv[i + 1];
-    i += 1;
+    const value = argv[i + 1];
+    if (value === undefined || value.startsWith('--')) out[argv[i].slice(2)] = true;
+    else {
+      out[argv[i].slice(2)] = value;
+      i += 1;
+    }
   }
   return out;
 }
