@@ -113,7 +113,7 @@ async function main() {
     );
     const t = campaign.tally;
     console.log(
-      `\nfuzz: seed ${seed}, ${seconds.toFixed(0)} s, ${(t.sent / seconds).toFixed(1)} cases/s; 2xx ${t['2xx']}, 3xx ${t['3xx']}, closed without answer ${t.closed}; ` +
+      `\nfuzz: seed ${seed}, ${seconds.toFixed(0)} s, ${(t.sent / seconds).toFixed(1)} cases/s; 2xx ${t['2xx']}, 3xx ${t['3xx']}, upstream 502/504 ${t.upstream}, closed without answer ${t.closed}; ` +
         `rule breaks ${JSON.stringify(t.problems)}; findings in ${path.relative(process.cwd(), out)}`,
     );
     console.log(

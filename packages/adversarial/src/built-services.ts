@@ -17,6 +17,8 @@ const BUILT = [
 /** Entry points of the built services. */
 export const GATEWAY_ENTRY = path.join(REPO_ROOT, 'services/inference-gateway/dist/main.js');
 export const SESSIONS_ENTRY = path.join(REPO_ROOT, 'services/agent-session/dist/main-api.js');
+/** The model catalog the gateway ships with. */
+export const SHIPPED_CATALOG = path.join(REPO_ROOT, 'services/inference-gateway/catalog/default.catalog.yaml');
 
 function newestSource(dir: string): number {
   let newest = 0;

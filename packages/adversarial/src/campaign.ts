@@ -1,4 +1,5 @@
 import { describeCase, encodeCase, fill, type FuzzCase, type ServiceName } from './fuzz-case';
+import { HOSTILE_BEHAVIOURS, hostileModelId, type HostileBehaviour } from './hostile-engine';
 import { judgeAnswer, verdictOf, type Problem } from './oracles';
 import type { Platform } from './platform';
 import { sendRaw, type Outcome } from './raw-http';
@@ -21,6 +22,8 @@ export interface Tally {
   '3xx': number;
   '4xx': number;
   '5xx': number;
+  /** 502/504 in the error shape for a hostile engine's answer: the right answer, not counted as 5xx. */
+  upstream: number;
   closed: number;
   crashes: number;
   hangs: number;
@@ -49,6 +52,7 @@ export class Campaign {
     '3xx': 0,
     '4xx': 0,
     '5xx': 0,
+    upstream: 0,
     closed: 0,
     crashes: 0,
     hangs: 0,
@@ -70,10 +74,11 @@ export class Campaign {
   async run(c: FuzzCase, origin: string): Promise<{ outcome: Outcome; problems: Problem[] }> {
     const service = this.platform.service(c.service);
     const sessionId = c.service === 'sessions' ? await this.ledger.sessionFor(c.pick) : this.platform.context.sessionId;
-    const ctx = { ...this.platform.context, port: service.port, sessionId };
+    const hostileModel = hostileModelId(HOSTILE_BEHAVIOURS[c.pick % HOSTILE_BEHAVIOURS.length] as HostileBehaviour);
+    const ctx = { ...this.platform.context, port: service.port, sessionId, hostileModel };
     const outcome = await sendRaw(ctx.host, service.port, encodeCase(c, ctx), this.limits.caseTimeoutMs);
     this.ledger.record(c, fill(c.target, ctx), outcome, origin);
-    this.count(outcome);
+    this.count(c, outcome);
     const problems = judgeAnswer(c, outcome);
     problems.push(...(await this.crashes()));
     if (problems.length > 0)
@@ -151,9 +156,9 @@ export class Campaign {
     return problems;
   }
 
-  private count(outcome: Outcome): void {
+  private count(c: FuzzCase, outcome: Outcome): void {
     this.tally.sent += 1;
-    const verdict = verdictOf(outcome);
+    const verdict = verdictOf(c, outcome);
     if (verdict === 'hang') this.tally.hangs += 1;
     else this.tally[verdict] += 1;
   }

@@ -15,6 +15,7 @@ const ctx: SendContext = {
   victimKeyId: 'key',
   sessionId: '00000000-0000-4000-8000-000000000000',
   webhookUrl: 'http://127.0.0.1:9/hook',
+  hostileModel: 'hostile/huge-json',
 };
 const refs = ctx;
 

@@ -36,6 +36,7 @@ const SAMPLE_REFS: RefValues = {
   orgId: 'org',
   victimOrgId: 'org',
   victimKeyId: 'key',
+  hostileModel: 'hostile/huge-json',
 };
 
 /**

@@ -1,6 +1,10 @@
 import { Ref, type JsonNode } from './hostile-json';
 import type { ServiceName } from './fuzz-case';
 
+/** Names of the templates whose model is served by the hostile engine: a 502/504 there is the right answer. */
+export const HOSTILE_ENGINE_JSON = 'POST /v1/chat/completions (hostile engine)';
+export const HOSTILE_ENGINE_STREAM = 'POST /v1/chat/completions (hostile engine, stream)';
+
 /** A valid request of one endpoint: where every mutation starts. */
 export interface EndpointTemplate {
   service: ServiceName;
@@ -123,6 +127,25 @@ export function gatewayEndpoints(): EndpointTemplate[] {
       },
       null,
       'POST /v1/chat/completions (reasoner stream)',
+    ),
+    // A model whose engine misbehaves (see hostile-engine.ts; which one: the case's `pick`).
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      { model: new Ref('hostileModel'), messages: chatMessages(), max_tokens: 8 },
+      null,
+      HOSTILE_ENGINE_JSON,
+    ),
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      { model: new Ref('hostileModel'), messages: chatMessages(), max_tokens: 8, stream: true },
+      null,
+      HOSTILE_ENGINE_STREAM,
     ),
     t('gateway', 'GET', admin, 'admin'),
     t('gateway', 'POST', admin, 'admin', { name: 'Fuzz Org', budgets: budgets(), credit: 5 }),

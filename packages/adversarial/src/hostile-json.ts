@@ -55,7 +55,7 @@ export class Ref {
 }
 
 /** Values a case can refer to before they exist. */
-export type RefName = 'sessionId' | 'webhookUrl' | 'orgId' | 'victimOrgId' | 'victimKeyId';
+export type RefName = 'sessionId' | 'webhookUrl' | 'orgId' | 'victimOrgId' | 'victimKeyId' | 'hostileModel';
 export type RefValues = Readonly<Record<RefName, string>>;
 
 export type JsonNode =

@@ -1,9 +1,10 @@
 import { EngineErrorResponse, ErrorResponse, SessionErrorResponse } from '@tollway/contracts';
+import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM } from './endpoints';
 import type { FuzzCase } from './fuzz-case';
 import type { Outcome } from './raw-http';
 
 /** How an answer is counted in the final `N sent, N 4xx, N 5xx, N crashes, N hangs` line. */
-export type Verdict = '2xx' | '3xx' | '4xx' | '5xx' | 'closed' | 'hang';
+export type Verdict = '2xx' | '3xx' | '4xx' | '5xx' | 'upstream' | 'closed' | 'hang';
 
 /** A broken rule, in words. */
 export interface Problem {
@@ -14,8 +15,9 @@ export interface Problem {
 /** The prefix of a `text/plain` engine error the inference spec allows on a 400. */
 const TEXT_ENGINE_ERROR = /^Inference error: /;
 
-export function verdictOf(outcome: Outcome): Verdict {
+export function verdictOf(c: FuzzCase, outcome: Outcome): Verdict {
   if (outcome.kind !== 'response') return outcome.kind;
+  if (isUpstreamFailure(c, outcome)) return 'upstream';
   if (outcome.status >= 500) return '5xx';
   if (outcome.status >= 400) return '4xx';
   if (outcome.status >= 300) return '3xx';
@@ -39,7 +41,8 @@ export function judgeAnswer(c: FuzzCase, outcome: Outcome): Problem[] {
   if (outcome.kind === 'closed') return [];
   const problems: Problem[] = [];
   const { status } = outcome;
-  if (status >= 500) problems.push({ rule: 'status', detail: `status ${status}: ${snippet(outcome.body)}` });
+  if (status >= 500 && !isUpstreamFailure(c, outcome))
+    problems.push({ rule: 'status', detail: `status ${status}: ${snippet(outcome.body)}` });
   if (status >= 400 && c.method !== 'HEAD') {
     const shape = errorShapeProblem(c, outcome);
     if (shape) problems.push({ rule: 'shape', detail: `${status} ${shape}` });
@@ -50,6 +53,20 @@ export function judgeAnswer(c: FuzzCase, outcome: Outcome): Problem[] {
       detail: `status ${status} for a request that must be refused: ${snippet(outcome.body)}`,
     });
   return problems;
+}
+
+/**
+ * A 502 or 504 in the gateway envelope for a model whose engine misbehaves: what the issue asks
+ * for (an engine answer past the limits, cut, silent), so not a failure of the gateway.
+ */
+function isUpstreamFailure(c: FuzzCase, outcome: Extract<Outcome, { kind: 'response' }>): boolean {
+  if (c.endpoint !== HOSTILE_ENGINE_JSON && c.endpoint !== HOSTILE_ENGINE_STREAM) return false;
+  if (outcome.status !== 502 && outcome.status !== 504) return false;
+  try {
+    return ErrorResponse.safeParse(JSON.parse(outcome.body.toString('utf8'))).success;
+  } catch {
+    return false;
+  }
 }
 
 function errorShapeProblem(c: FuzzCase, outcome: Extract<Outcome, { kind: 'response' }>): string | null {

@@ -1,13 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { createServer, type Server } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import { Redis } from 'ioredis';
-import { GATEWAY_ENTRY, REPO_ROOT, SESSIONS_ENTRY } from './built-services';
+import { GATEWAY_ENTRY, REPO_ROOT, SESSIONS_ENTRY, SHIPPED_CATALOG } from './built-services';
+import { hostileCatalogEntries, hostileModelId, startHostileEngine } from './hostile-engine';
 import type { SendContext, ServiceName } from './fuzz-case';
 
 const HOST = '127.0.0.1';
+const MIB = 1024 * 1024;
 /** V8 old-space cap of each spawned service, MiB. */
 const HEAP_CAP_MB = 1024;
 
@@ -143,6 +147,8 @@ export class Platform {
   context!: SendContext;
   webhooksReceived = 0;
   private sink!: Server;
+  private hostileEngine: Server | undefined;
+  private stateDir: string | undefined;
   private adminToken = '';
 
   constructor(private readonly options: PlatformOptions) {
@@ -177,6 +183,12 @@ export class Platform {
       HTTP_HEADERS_TIMEOUT_MS: '2000',
       HTTP_REQUEST_TIMEOUT_MS: '3000',
     };
+    // The shipped catalog of simulated models, plus one model per hostile engine behaviour.
+    const engine = await startHostileEngine();
+    this.hostileEngine = engine.server;
+    this.stateDir = mkdtempSync(path.join(tmpdir(), 'tollway-adversarial-'));
+    const catalogPath = path.join(this.stateDir, 'catalog.yaml');
+    writeFileSync(catalogPath, readFileSync(SHIPPED_CATALOG, 'utf8') + hostileCatalogEntries(engine.port));
     this.gateway = new ServiceProcess(
       'gateway',
       GATEWAY_ENTRY,
@@ -186,7 +198,13 @@ export class Platform {
         GATEWAY_PORT: String(gatewayPort),
         GATEWAY_HOST: HOST,
         ADMIN_TOKEN: adminToken,
+        CATALOG_PATH: catalogPath,
         CATALOG_WATCH: 'false',
+        // Limits low enough that each hostile engine behaviour ends within a case's timeout.
+        UPSTREAM_TIMEOUT_MS: '1000',
+        MAX_ENGINE_RESPONSE_BYTES: String(MIB),
+        MAX_ENGINE_EVENT_BYTES: String(256 * 1024),
+        MAX_ENGINE_STREAM_BYTES: String(8 * MIB),
       },
       gatewayPort,
     );
@@ -227,6 +245,7 @@ export class Platform {
       victimKeyId: victim.keyId,
       sessionId: '00000000-0000-4000-8000-000000000000',
       webhookUrl: `http://${HOST}:${sinkPort}/hook`,
+      hostileModel: hostileModelId('huge-json'),
     };
   }
 
@@ -275,8 +294,11 @@ export class Platform {
   /** Stops both services and the sink, and deletes every key under the prefix. */
   async stop(): Promise<void> {
     await Promise.all([this.sessions?.stop(), this.gateway?.stop()]);
-    this.sink?.closeAllConnections();
-    await new Promise<void>((resolve) => (this.sink ? this.sink.close(() => resolve()) : resolve()));
+    for (const server of [this.sink, this.hostileEngine]) {
+      server?.closeAllConnections();
+      await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    }
+    if (this.stateDir) rmSync(this.stateDir, { recursive: true, force: true });
     await this.redis.connect().catch(() => undefined);
     let cursor = '0';
     do {
