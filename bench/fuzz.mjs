@@ -57,7 +57,7 @@ async function main() {
   });
   await platform.start();
   const campaign = new Campaign(platform, {
-    caseTimeoutMs: 15_000,
+    caseTimeoutMs: 10_000,
     rssLimitBytes: config.rssLimitBytes,
     settleMs: 20_000,
   });

@@ -81,6 +81,13 @@ export class Campaign {
     this.count(c, outcome);
     const problems = judgeAnswer(c, outcome);
     problems.push(...(await this.crashes()));
+    if (outcome.kind !== 'response' && !(await this.answers(c.service))) {
+      // Alive but deaf (a blocked event loop): report it with this case, then start it afresh so
+      // the rest of the run is not a string of timeouts.
+      problems.push({ rule: 'liveness', detail: `${c.service} stopped answering /healthz after this case; restarted` });
+      await this.platform.service(c.service).stop();
+      await this.platform.restart(c.service);
+    }
     if (problems.length > 0)
       this.keep({ origin, request: describeCase(c, ctx), outcome: summarize(outcome), problems });
     return { outcome, problems };
@@ -100,10 +107,7 @@ export class Campaign {
           rule: 'memory',
           detail: `${name} RSS ${(rss / 2 ** 20).toFixed(0)} MiB over ${(this.limits.rssLimitBytes / 2 ** 20).toFixed(0)} MiB`,
         });
-      const healthy = await fetch(`http://127.0.0.1:${service.port}/healthz`, { signal: AbortSignal.timeout(5000) })
-        .then((res) => res.status === 200)
-        .catch(() => false);
-      if (!healthy) {
+      if (!(await this.answers(name))) {
         problems.push({ rule: 'liveness', detail: `${name} did not answer /healthz within 5 s` });
         this.tally.hangs += 1;
       }
@@ -118,6 +122,14 @@ export class Campaign {
     if (problems.length > 0)
       this.keep({ origin, request: '(checkpoint: the cases since the previous one)', outcome: '', problems });
     return problems;
+  }
+
+  /** True when the service answers `/healthz` with 200 within 5 s. */
+  private answers(name: ServiceName): Promise<boolean> {
+    const port = this.platform.service(name).port;
+    return fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(5000) })
+      .then((res) => res.status === 200)
+      .catch(() => false);
   }
 
   /** The final line of a run: `N sent, N 4xx, N 5xx, N crashes, N hangs`. */

@@ -344,9 +344,15 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
       }
       if (frame.kind === 'none') frame = { kind: 'length' };
     } else if (m.kind === 'body-whole') {
-      if (m.body instanceof Uint8Array) rawBody = m.body;
-      else body = clone(m.body);
-      wholeInvalid = m.invalid;
+      // Only the last whole body is sent; a JSON one is judged like any body (holdsInvalidJson).
+      if (m.body instanceof Uint8Array) {
+        rawBody = m.body;
+        wholeInvalid = m.invalid;
+      } else {
+        body = clone(m.body);
+        rawBody = null;
+        wholeInvalid = false;
+      }
       if (frame.kind === 'none') frame = { kind: 'length' };
       labels.push(`body = ${m.label}`);
     } else if (m.kind === 'segment') {
