@@ -25,11 +25,24 @@ const MIB = 1024 * 1024;
 const CHUNK =
   'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},"finish_reason":null}]}\n\n';
 
+/** Resolves on the next `drain` or `close`, leaving no listener behind. */
+export function drainedOrClosed(stream: NodeJS.EventEmitter): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off('drain', done);
+      stream.off('close', done);
+      resolve();
+    };
+    stream.once('drain', done);
+    stream.once('close', done);
+  });
+}
+
 /** Writes `bytes` of filler in 64 KiB pieces, minding back-pressure; stops when the socket goes. */
 async function fill(res: ServerResponse, bytes: number, piece: string): Promise<void> {
   const block = piece.repeat(Math.ceil((64 * 1024) / piece.length));
   for (let sent = 0; sent < bytes && !res.destroyed; sent += block.length) {
-    if (!res.write(block)) await new Promise((ok) => res.once('drain', ok).once('close', ok));
+    if (!res.write(block)) await drainedOrClosed(res);
   }
 }
 

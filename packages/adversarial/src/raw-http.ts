@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { drainedOrClosed } from './hostile-engine';
 
 /** What came back for one request written byte for byte on a fresh TCP connection. */
 export type Outcome =
@@ -76,7 +77,7 @@ export function sendRaw(host: string, port: number, request: RawRequest, timeout
 async function writeParts(socket: import('node:net').Socket, request: RawRequest): Promise<void> {
   for (const part of request.parts) {
     if (socket.destroyed) return;
-    if (!socket.write(part)) await new Promise((ok) => socket.once('drain', ok).once('close', ok));
+    if (!socket.write(part)) await drainedOrClosed(socket);
   }
   if (request.finish === 'end' && !socket.destroyed) socket.end();
 }
