@@ -1,4 +1,5 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
+import { drainedOrClosed } from './raw-http';
 
 /**
  * What the hostile engine does with a chat completion, by the first path segment of its base URL
@@ -24,19 +25,6 @@ export const hostileModelId = (behaviour: HostileBehaviour): string => `hostile/
 const MIB = 1024 * 1024;
 const CHUNK =
   'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},"finish_reason":null}]}\n\n';
-
-/** Resolves on the next `drain` or `close`, leaving no listener behind. */
-export function drainedOrClosed(stream: NodeJS.EventEmitter): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      stream.off('drain', done);
-      stream.off('close', done);
-      resolve();
-    };
-    stream.once('drain', done);
-    stream.once('close', done);
-  });
-}
 
 /** Writes `bytes` of filler in 64 KiB pieces, minding back-pressure; stops when the socket goes. */
 async function fill(res: ServerResponse, bytes: number, piece: string): Promise<void> {
