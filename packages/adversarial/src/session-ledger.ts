@@ -53,7 +53,7 @@ export class SessionLedger {
     const path = target.split('?')[0] ?? '';
     const named = this.sessions.get(safeDecode(/^\/sessions\/([^/]+)/.exec(path)?.[1] ?? '').toLowerCase());
     if (named) {
-      named.namedBy = [...named.namedBy.slice(-2), origin];
+      named.namedBy = [...named.namedBy.slice(-5), origin];
       // Broken framing can carry the request out and answer for the leftover bytes instead.
       const framed = c.framing.kind === 'length' || c.framing.kind === 'none';
       if (!framed || outcome.kind !== 'response' || outcome.status >= 500) named.uncertain = true;
@@ -137,7 +137,7 @@ export class SessionLedger {
       if (history.length < known.minHistory)
         problems.push({
           rule: 'consistency',
-          detail: `session ${id} holds ${history.length} messages, ${known.minHistory} were accepted`,
+          detail: `session ${id} holds ${history.length} messages, ${known.minHistory} were accepted (named by: ${known.namedBy.join(' | ')}): ${JSON.stringify(history).slice(0, 600)}`,
         });
     }
     this.touched.clear();
