@@ -86,6 +86,16 @@ describe('createHttpServer', () => {
     expect(envelope(upgrade.body).error.code).toBe('upgrade_not_supported');
   });
 
+  it('a request without Host is served, and an unknown Expect gets 417 in the envelope', async () => {
+    const noHost = await rawExchange(port, ['POST / HTTP/1.1\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}']);
+    expect(noHost.status).toBe(200);
+    const expectation = await rawExchange(port, [
+      'POST / HTTP/1.1\r\nHost: x\r\nExpect: garbage\r\nContent-Length: 2\r\n\r\n{}',
+    ]);
+    expect(expectation.status).toBe(417);
+    expect(envelope(expectation.body).error.code).toBe('expectation_failed');
+  });
+
   it('a client that sends its head too slowly gets 408 and a close', async () => {
     const started = Date.now();
     const exchange = await rawExchange(port, ['GET / HTTP/1.1\r\n', 'Host: x\r\n'], { waitMs: 5000 });

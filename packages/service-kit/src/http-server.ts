@@ -54,7 +54,8 @@ const TIMEOUT_CHECK_INTERVAL_MS = 1000;
 /**
  * An HTTP server with the limits applied and an answer for what Node would otherwise drop
  * silently or answer without a body: a request it cannot parse (400), a head too large (431),
- * a head or body too slow (408), CONNECT and Upgrade requests (405/400). Each answer is the
+ * a head or body too slow (408), CONNECT and Upgrade requests (405/400), an `Expect` other than
+ * 100-continue (417), a request without Host (served). Each answer is the
  * services' error envelope, then the connection closes.
  */
 export function createHttpServer(
@@ -65,9 +66,16 @@ export function createHttpServer(
   const server = createServer(
     {
       maxHeaderSize: limits.maxHeaderBytes,
-      headersTimeout: limits.headersTimeoutMs,
+      // Node refuses a head timeout longer than the whole-request timeout: the shorter one applies.
+      headersTimeout:
+        limits.requestTimeoutMs > 0
+          ? Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs)
+          : limits.headersTimeoutMs,
       requestTimeout: limits.requestTimeoutMs,
       connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+      // Node would answer a request without Host with a bare 400 of its own; the handler serves it
+      // (nothing here routes by host).
+      requireHostHeader: false,
     },
     handler,
   );
@@ -83,6 +91,17 @@ export function createHttpServer(
     closeWith(socket, 405, 'method_not_allowed', 'CONNECT is not supported by this server.', {
       Allow: 'GET, POST, PUT, DELETE',
     });
+  });
+  // Without a listener Node writes a bare 417 for any Expect other than 100-continue.
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    const body = errorBody('expectation_failed', 'Only "Expect: 100-continue" is supported.');
+    res.writeHead(417, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      connection: 'close',
+    });
+    res.end(body);
   });
   server.on('upgrade', (_req: IncomingMessage, socket: Duplex) => {
     closeWith(socket, 400, 'upgrade_not_supported', 'Connection upgrades are not supported by this server.');
@@ -115,7 +134,7 @@ function closeWith(
     socket.destroy();
     return;
   }
-  const body = JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code } });
+  const body = errorBody(code, message);
   const head = [
     `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}`,
     'Content-Type: application/json; charset=utf-8',
@@ -125,6 +144,10 @@ function closeWith(
   ];
   socket.on('error', () => undefined);
   socket.end(`${head.join('\r\n')}\r\n\r\n${body}`, () => socket.destroy());
+}
+
+function errorBody(code: string, message: string): string {
+  return JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code } });
 }
 
 const STATUS_TEXT: Record<number, string> = {

@@ -10,22 +10,14 @@ import { wireAccounts } from './admission/accounts-wiring';
 import { buildApp } from './app';
 import { CatalogStore, followCatalogChanges } from './catalog/catalog-store';
 import { loadGatewayConfig } from './config';
-import { EngineRegistry } from './engines';
+import { engineContextOf, EngineRegistry } from './engines';
 
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
   const logger = createLogger({ service: 'inference-gateway', level: config.logLevel });
   logUnhandledRejections(logger);
   const catalog = CatalogStore.fromFile(config.catalogPath);
-  const engines = new EngineRegistry({
-    connections: config.upstreamConnections,
-    timeoutMs: config.upstreamTimeoutMs,
-    limits: {
-      maxResponseBytes: config.maxEngineResponseBytes,
-      maxEventBytes: config.maxEngineEventBytes,
-      maxStreamBytes: config.maxEngineStreamBytes,
-    },
-  });
+  const engines = new EngineRegistry(engineContextOf(config));
   catalog.subscribe((models) => engines.sync(models));
   followCatalogChanges(catalog, logger, config.catalogWatch);
   const redis = createRedis(config.redisUrl, { name: 'gateway' });

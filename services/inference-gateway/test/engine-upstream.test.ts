@@ -51,10 +51,6 @@ describe('gateway in front of HTTP engines', () => {
   let bulkSim: SimServer;
   let gateway: GatewayHarness;
   const admission = new RecordingAdmission();
-  const fakeModel = (upstream: string) => ({
-    ...httpModel(`fake/${upstream}`, [fake.baseUrl]),
-    engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: upstream }] },
-  });
   const chat = (body: Record<string, unknown>, signal?: AbortSignal) =>
     fetch(`${gateway.baseUrl}/v1/chat/completions`, {
       method: 'POST',
@@ -74,7 +70,7 @@ describe('gateway in front of HTTP engines', () => {
     const dead = `http://127.0.0.1:${await deadPort()}/v1`;
     gateway = await startGateway(
       catalogModels([
-        ...FAKE_MODELS.map(fakeModel),
+        ...FAKE_MODELS.map((upstream) => fake.catalogEntry(upstream)),
         httpModel('sim/slow', [slow.baseUrl]),
         httpModel('sim/dead-first', [dead, fast.baseUrl]),
         {

@@ -13,7 +13,7 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
   router.post('/sessions/:sessionId/messages', async (req, res) => {
     const sessionId = normalizeSessionId(req.params.sessionId);
     if (!sessionId) throw sessionErrors.notFound(req.params.sessionId);
-    const body = MessageRequest.safeParse(req.body ?? {});
+    const body = MessageRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw sessionErrors.invalidRequest(body.error, 'body');
     const org = orgOf(res);
     const turnId = randomUUID();

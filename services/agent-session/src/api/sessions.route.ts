@@ -20,7 +20,7 @@ export function sessionsRouter(deps: SessionRouteDeps): Router {
   const router = Router();
 
   const create = async (req: Request, res: Response, sessionId: string) => {
-    const body = CreateSessionRequest.safeParse(req.body ?? {});
+    const body = CreateSessionRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw sessionErrors.invalidRequest(body.error, 'body');
     const result = await deps.store.create(sessionId, orgOf(res), historyFromState(body.data.state), deps.maxSessions);
     if (result === 'exists') throw sessionErrors.exists(sessionId);

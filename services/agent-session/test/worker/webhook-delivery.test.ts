@@ -102,3 +102,11 @@ it('reports a refused connection as a failure', async () => {
   );
   expect(result.ok).toBe(false);
 });
+
+it('a token Node cannot send as a header (a job queued before the check at the door) is a logged failure, not a crash', async () => {
+  const before = ok.received.length;
+  const result = await allowLocal.deliver({ url: ok.url, token: 'secret€', include_messages: false }, payload, 'msg_7');
+  expect(result.ok).toBe(false);
+  expect(!result.ok && result.reason).toMatch(/Invalid character/i);
+  expect(ok.received.length).toBe(before);
+});

@@ -1,4 +1,5 @@
 import type { CatalogModel, EngineSpec } from '../catalog/catalog.schema';
+import type { GatewayConfig } from '../config';
 import type { Engine } from './engine.types';
 import { OpenAICompatibleEngine } from './openai-compatible/openai-compatible.engine';
 import type { PoolOptions } from './openai-compatible/replica-set';
@@ -6,6 +7,19 @@ import { SimulatedEngine } from './simulated/simulated.engine';
 
 /** What engines are built with besides their catalog entry. */
 export type EngineContext = PoolOptions;
+
+/** The engine context the configuration asks for (pool size, timeout, response limits). */
+export function engineContextOf(config: GatewayConfig): EngineContext {
+  return {
+    connections: config.upstreamConnections,
+    timeoutMs: config.upstreamTimeoutMs,
+    limits: {
+      maxResponseBytes: config.maxEngineResponseBytes,
+      maxEventBytes: config.maxEngineEventBytes,
+      maxStreamBytes: config.maxEngineStreamBytes,
+    },
+  };
+}
 
 /** Builds the engine of one catalog model. A new engine kind = a folder under `engines/` and one case here. */
 export function createEngine(model: CatalogModel, context: EngineContext): Engine {

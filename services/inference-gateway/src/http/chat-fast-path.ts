@@ -46,7 +46,9 @@ async function serve(deps: FastPathDeps, req: IncomingMessage, res: ServerRespon
   if (!principal) throw invalidApiKey();
   let body: unknown;
   try {
-    body = (await readJsonBody(req, deps.bodyLimits)) ?? {};
+    // No body reads as `{}` (then `model_required`); a JSON `null` is a body that is not an object.
+    body = await readJsonBody(req, deps.bodyLimits);
+    if (body === undefined) body = {};
   } catch (err) {
     throw fromBodyParserError(err) ?? err;
   }

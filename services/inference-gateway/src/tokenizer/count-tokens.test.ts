@@ -36,4 +36,20 @@ describe('token counting', () => {
     expect(fair).toBe(countPromptTokens(messages));
     expect(ticks).toBeGreaterThan(0);
   });
+
+  it.each([
+    ['CJK', '中'],
+    ['spaces', ' '],
+    ['punctuation', '!'],
+    ['letters', 'w'],
+  ])('a 1 MiB run of %s is counted in seconds at most (BPE on it whole takes minutes)', (_name, char) => {
+    const started = performance.now();
+    const count = countTextTokens(`start ${char.repeat(1 << 20)} end`);
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(count).toBeGreaterThan(1000);
+  });
+
+  it('counts runs exactly when they repeat', () => {
+    expect(countTextTokens('w'.repeat(4096))).toBe(2048);
+  });
 });

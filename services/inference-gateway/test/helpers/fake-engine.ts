@@ -26,6 +26,17 @@ export class FakeEngine {
     this.baseUrl = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/v1`;
   }
 
+  /** A catalog entry `fake/<upstream>` served by this engine under the upstream model name `upstream`. */
+  catalogEntry(upstream: string): Record<string, unknown> {
+    return {
+      id: `fake/${upstream}`,
+      owned_by: 'test',
+      created: 1767225600,
+      price_per_million: { input: 1, output: 2 },
+      engine: { kind: 'openai-compatible', replicas: [{ base_url: this.baseUrl, model: upstream }] },
+    };
+  }
+
   async close(): Promise<void> {
     const server = this.server;
     if (!server) return;
@@ -113,6 +124,30 @@ export class FakeEngine {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write(chunk({ role: 'assistant', content: '' }));
         const timer = setInterval(() => res.write(chunk({ content: ' word' })), 10);
+        res.on('close', () => clearInterval(timer));
+        return;
+      }
+      case 'huge-json': {
+        // A completion body of about 256 KiB, sent in pieces without a length.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const text = JSON.stringify(completion(record.model)).replace('"ok"', `"${'x'.repeat(256 * 1024)}"`);
+        for (let at = 0; at < text.length; at += 16 * 1024) res.write(text.slice(at, at + 16 * 1024));
+        return void res.end();
+      }
+      case 'huge-error':
+        return raw(res, 400, 'text/plain', `Inference error: ${'y'.repeat(256 * 1024)}`);
+      case 'huge-event': {
+        // One event that never ends: data lines keep coming without the blank line.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const timer = setInterval(() => res.write(`data: ${'z'.repeat(16 * 1024)}\n`), 1);
+        res.on('close', () => clearInterval(timer));
+        return;
+      }
+      case 'endless-stream': {
+        // Regular chunks, forever.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ role: 'assistant', content: '' }));
+        const timer = setInterval(() => res.write(chunk({ content: 'w'.repeat(4096) })), 1);
         res.on('close', () => clearInterval(timer));
         return;
       }

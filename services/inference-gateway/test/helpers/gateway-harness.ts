@@ -8,7 +8,7 @@ import { buildApp } from '../../src/app';
 import { CatalogStore } from '../../src/catalog/catalog-store';
 import { CatalogFile, type CatalogModel } from '../../src/catalog/catalog.schema';
 import { loadGatewayConfig, type GatewayConfig } from '../../src/config';
-import { EngineRegistry } from '../../src/engines';
+import { engineContextOf, EngineRegistry } from '../../src/engines';
 import { SimServer } from '../../src/engines/simulated/sim-server';
 import type { SimulationOptions } from '../../src/catalog/catalog.schema';
 
@@ -58,7 +58,7 @@ export async function startGateway(
   });
   const logger = createLogger({ service: 'gateway-test', silent: true });
   const catalog = new CatalogStore(models);
-  const engines = new EngineRegistry({ connections: 16, timeoutMs: config.upstreamTimeoutMs });
+  const engines = new EngineRegistry({ ...engineContextOf(config), connections: 16 });
   catalog.subscribe((current) => engines.sync(current));
   const redis = createRedis(config.redisUrl, { name: 'gateway-test' });
   const app = buildApp({

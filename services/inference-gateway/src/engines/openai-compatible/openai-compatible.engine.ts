@@ -1,5 +1,6 @@
 import type { ChatCompletionChunk, ChatCompletionResponse } from '@tollway/contracts';
 import type { Dispatcher } from 'undici';
+import { ServiceError } from '@tollway/service-kit';
 import type { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
 import { badEngineResponse, engineResponseTooLarge, engineUnavailable, upstreamTimeout } from '../../errors';
 import { isPassthroughChunk } from '../../streaming/passthrough';
@@ -293,10 +294,12 @@ export class OpenAICompatibleEngine implements Engine {
     return chunk;
   }
 
+  /** An error while reading a response body: the gateway's own errors as they are, a broken connection a 502. */
   private duringBody(err: unknown, signal: ClientAbort): unknown {
     if (signal.aborted) return new EngineAbortedError(null);
     if (errorCode(err) === 'UND_ERR_BODY_TIMEOUT') return upstreamTimeout(this.modelId, this.options.timeoutMs, err);
-    return err;
+    if (err instanceof ServiceError || err instanceof EngineHttpError) return err;
+    return badEngineResponse(this.modelId, err);
   }
 }
 

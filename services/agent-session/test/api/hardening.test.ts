@@ -1,0 +1,142 @@
+import { gzipSync } from 'node:zlib';
+import type { AddressInfo } from 'node:net';
+import request from 'supertest';
+import { rawExchange } from '@tollway/service-kit/testing';
+import { deleteKeys, serve, startReplica, testPrefix, type ApiReplica } from './api-harness';
+
+// Hostile input against the session API over a real listening server (issue 10): a 4xx in the
+// error envelope or a clean close, and the service keeps serving. Bounds: README "Limits".
+const prefix = testPrefix();
+let api: ApiReplica;
+let server: Awaited<ReturnType<typeof serve>>;
+let sessionId: string;
+
+beforeAll(async () => {
+  api = await startReplica(prefix, { allowCustomIds: true });
+  server = await serve(api.app);
+  sessionId = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+});
+
+afterAll(async () => {
+  await server.close();
+  await api.close();
+  await deleteKeys(prefix);
+});
+
+afterEach(async () => {
+  const res = await fetch(`${server.url}/sessions/${sessionId}`);
+  expect(res.status).toBe(200);
+});
+
+const send = (path: string, body: unknown, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
+  fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers,
+    body: typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
+  });
+
+async function expectError(res: Response, status: number, code: string, param?: string | null): Promise<void> {
+  expect(res.status).toBe(status);
+  const body = (await res.json()) as { error: Record<string, unknown> };
+  expect(body.error).toMatchObject({ code, type: expect.any(String), message: expect.any(String) });
+  if (param !== undefined) expect(body.error.param).toBe(param);
+}
+
+describe('webhook fields are checked when the message is sent', () => {
+  it.each([
+    ['a token that is not a valid header value (the issue reproduction)', { token: 'secret€' }, 'webhook.token'],
+    ['a token with a control character', { token: 'a\r\nX-Injected: 1' }, 'webhook.token'],
+    ['a token over 4096 characters', { token: 't'.repeat(4097) }, 'webhook.token'],
+    ['a URL over 2048 characters', { url: `http://example.com/${'p'.repeat(2048)}` }, 'webhook.url'],
+    ['a URL that is not http(s)', { url: 'file:///etc/passwd' }, 'webhook.url'],
+  ])('%s: 400 invalid_request naming the field, and nothing starts', async (_name, fields, param) => {
+    const res = await send(`/sessions/${sessionId}/messages`, {
+      content: 'hi',
+      webhook: { url: 'http://127.0.0.1:9/hook', ...fields },
+    });
+    await expectError(res, 400, 'invalid_request', param);
+    const session = (await (await fetch(`${server.url}/sessions/${sessionId}`)).json()) as { status: string };
+    expect(session.status).toBe('idle');
+  });
+});
+
+describe('bounds of the bodies', () => {
+  it('user_params nested 10 000 levels deep (the issue reproduction) is 400 invalid_json', async () => {
+    const deep = `{"content":"hi","user_params":{"a":${'['.repeat(10_000)}${']'.repeat(10_000)}}}`;
+    await expectError(await send(`/sessions/${sessionId}/messages`, deep), 400, 'invalid_json');
+  });
+
+  it('user_params over 64 KiB as JSON is 400 on user_params', async () => {
+    const res = await send(`/sessions/${sessionId}/messages`, {
+      content: 'hi',
+      user_params: { blob: 'x'.repeat(70_000) },
+    });
+    await expectError(res, 400, 'invalid_request', 'user_params');
+  });
+
+  it('a state of more than 1000 messages is 400 on state', async () => {
+    const state = Array.from({ length: 1001 }, () => ({ role: 'user', content: 'x' }));
+    await expectError(await send('/sessions', { state }), 400, 'invalid_request', 'state');
+  });
+
+  it('more than 128 tool calls, or a name over 256 characters, is 400 naming the field', async () => {
+    const calls = Array.from({ length: 129 }, (_, i) => ({ id: `c${i}` }));
+    await expectError(
+      await send(`/sessions/${sessionId}/messages`, { content: 'hi', tool_calls: calls }),
+      400,
+      'invalid_request',
+      'tool_calls',
+    );
+    await expectError(
+      await send(`/sessions/${sessionId}/messages`, { content: 'hi', name: 'n'.repeat(257) }),
+      400,
+      'invalid_request',
+      'name',
+    );
+  });
+
+  it('a JSON null body is 400, not an empty message', async () => {
+    await expectError(await send(`/sessions/${sessionId}/messages`, 'null'), 400, 'invalid_request');
+    await expectError(await send('/sessions', 'null'), 400, 'invalid_request');
+  });
+});
+
+describe('decoding', () => {
+  it.each(['/sessions/%', '/sessions/%zz', '/sessions/%ED%A0%80', '/sessions/%2/messages'])(
+    'GET %s is 404 session_not_found',
+    async (path) => {
+      await expectError(await fetch(`${server.url}${path}?wait=true&timeout=0.1`), 404, 'session_not_found');
+    },
+  );
+
+  it('PUT /sessions/% is 400 invalid_session_id', async () => {
+    const res = await fetch(`${server.url}/sessions/%`, { method: 'PUT', body: '{}' });
+    await expectError(res, 400, 'invalid_session_id');
+  });
+
+  it('gzip that is not gzip, an unknown encoding and invalid UTF-8 are 400 invalid_json', async () => {
+    await expectError(await send('/sessions', '{}', { 'content-encoding': 'gzip' }), 400, 'invalid_json');
+    await expectError(await send('/sessions', '{}', { 'content-encoding': 'br' }), 400, 'invalid_json');
+    await expectError(await send('/sessions', '{}', { 'content-encoding': 'zstd' }), 400, 'invalid_json');
+    await expectError(
+      await send('/sessions', Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x3a, 0x31, 0x7d])),
+      400,
+      'invalid_json',
+    );
+    expect((await send('/sessions', gzipSync('{}'), { 'content-encoding': 'gzip' })).status).toBe(201);
+  });
+
+  it('a decompression bomb is 413 request_too_large on its decoded size', async () => {
+    const bomb = gzipSync(Buffer.alloc(2 * 1024 * 1024, 0x20));
+    await expectError(await send('/sessions', bomb, { 'content-encoding': 'gzip' }), 413, 'request_too_large');
+  });
+
+  it('CONNECT gets 405 in the envelope and TRACE a 404, not a dropped socket', async () => {
+    const port = (server.server.address() as AddressInfo).port;
+    const connect = await rawExchange(port, ['CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n']);
+    expect(connect.status).toBe(405);
+    const trace = await rawExchange(port, ['TRACE /sessions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n']);
+    expect(trace.status).toBe(404);
+    expect(JSON.parse(trace.body)).toMatchObject({ error: { code: 'not_found' } });
+  });
+});
