@@ -77,7 +77,7 @@ export class Campaign {
     const hostileModel = hostileModelId(HOSTILE_BEHAVIOURS[c.pick % HOSTILE_BEHAVIOURS.length] as HostileBehaviour);
     const ctx = { ...this.platform.context, port: service.port, sessionId, hostileModel };
     const outcome = await sendRaw(ctx.host, service.port, encodeCase(c, ctx), this.limits.caseTimeoutMs);
-    this.ledger.record(c, fill(c.target, ctx), outcome, origin);
+    this.ledger.record(c, fill(c.target, ctx), outcome, origin, ctx);
     this.count(c, outcome);
     const problems = judgeAnswer(c, outcome);
     problems.push(...(await this.crashes()));

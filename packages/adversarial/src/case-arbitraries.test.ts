@@ -3,7 +3,7 @@ import { caseArbitrary } from './case-arbitraries';
 import { breaksContract } from './contract-oracle';
 import { gatewayEndpoints, sessionEndpoints } from './endpoints';
 import { encodeCase, type SendContext } from './fuzz-case';
-import { ByteString, Deep, Entries, RawToken, Repeat, toJsonBytes } from './hostile-json';
+import { ByteString, Deep, Entries, LongString, RawToken, Repeat, toJsonBytes } from './hostile-json';
 
 const ctx: SendContext = {
   host: '127.0.0.1',
@@ -82,6 +82,19 @@ describe('caseArbitrary', () => {
       for (const c of cases.slice(0, 200)) expect(Buffer.concat(encodeCase(c, ctx).parts).length).toBeGreaterThan(0);
     },
   );
+
+  it("adds a __proto__ key as a key on the wire, never as the body object's prototype", () => {
+    const cases = fc
+      .sample(caseArbitrary('sessions'), { seed: 1, numRuns: 2000 })
+      .filter((c) => c.mutations.at(-1)?.startsWith('body.__proto__ added'))
+      // A body sent as it is: not a raw whole body, not compressed.
+      .filter((c) => !(c.body instanceof Uint8Array) && c.framing.kind === 'length')
+      // A root that is a scalar node has no keys to add (Entries stays: it is what the old bug produced).
+      .filter((c) => ![LongString, Deep, Repeat, RawToken, ByteString].some((kind) => c.body instanceof kind));
+    expect(cases.length).toBeGreaterThan(0);
+    const onTheWire = cases.filter((c) => Buffer.concat(encodeCase(c, ctx).parts).includes('"__proto__":'));
+    expect(onTheWire.length).toBe(cases.length);
+  });
 
   it('is replayable: the same seed gives the same cases', () => {
     const a = fc.sample(caseArbitrary('sessions'), { seed: 42, numRuns: 50 });

@@ -267,7 +267,8 @@ function setAt(root: JsonNode, path: Path, value: JsonNode | undefined): JsonNod
     else parent[last] = value;
   } else if (isPlainObject(parent)) {
     if (value === undefined) delete parent[last as string];
-    else parent[last as string] = value;
+    // An own property even for `__proto__` (as JSON.parse makes it), never the object's prototype.
+    else Object.defineProperty(parent, last, { value, enumerable: true, writable: true, configurable: true });
   }
   return root;
 }

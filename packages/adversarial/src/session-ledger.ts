@@ -1,4 +1,5 @@
 import type { FuzzCase } from './fuzz-case';
+import { toJsonBytes, type RefValues } from './hostile-json';
 import type { Problem } from './oracles';
 import type { Outcome } from './raw-http';
 
@@ -48,7 +49,7 @@ export class SessionLedger {
   }
 
   /** Learns from one answer of the session service. */
-  record(c: FuzzCase, target: string, outcome: Outcome, origin: string): void {
+  record(c: FuzzCase, target: string, outcome: Outcome, origin: string, refs: RefValues): void {
     if (c.service !== 'sessions') return;
     const path = target.split('?')[0] ?? '';
     const named = this.sessions.get(safeDecode(/^\/sessions\/([^/]+)/.exec(path)?.[1] ?? '').toLowerCase());
@@ -60,7 +61,7 @@ export class SessionLedger {
     }
     if (outcome.kind !== 'response') return;
     const id = sessionIdOf(outcome.body);
-    if (outcome.status === 201 && id) this.add(id, stateLength(c));
+    if (outcome.status === 201 && id) this.add(id, stateLength(c, refs));
     else if (outcome.status === 202 && id) {
       const known = this.sessions.get(id);
       if (known) known.minHistory += 1;
@@ -167,12 +168,13 @@ function sessionIdOf(body: Buffer): string | null {
   }
 }
 
-/** How many preloaded messages a create request carried (0 when its body is not plain JSON). */
-function stateLength(c: FuzzCase): number {
+/** How many preloaded messages a create request carried, read from the bytes sent (0 when they are not JSON). */
+function stateLength(c: FuzzCase, refs: RefValues): number {
   try {
-    const text = c.body instanceof Uint8Array ? Buffer.from(c.body).toString('utf8') : null;
-    const body = text !== null ? JSON.parse(text) : c.body;
-    const state = (body as { state?: unknown } | null)?.state;
+    const bytes =
+      c.body instanceof Uint8Array ? Buffer.from(c.body) : c.body === null ? null : toJsonBytes(c.body, refs);
+    const state =
+      bytes === null ? undefined : (JSON.parse(bytes.toString('utf8')) as { state?: unknown } | null)?.state;
     return Array.isArray(state) ? state.length : 0;
   } catch {
     return 0;
