@@ -62,7 +62,8 @@ const redisFailureAs503: ErrorRequestHandler = (err, _req, _res, next) => {
  */
 const malformedPath: ErrorRequestHandler = (err, req, _res, next) => {
   if (!(err instanceof URIError)) return next(err);
-  next(req.method === 'PUT' ? sessionErrors.invalidSessionId() : sessionErrors.notFound(req.path));
+  const rawId = req.path.split('/')[2] ?? req.path;
+  next(req.method === 'PUT' ? sessionErrors.invalidSessionId() : sessionErrors.notFound(rawId));
 };
 
 /** Builds the session API; its `listen` applies the connection limits. */

@@ -117,6 +117,12 @@ describe('organizations', () => {
     expect(broken.body.error.code).toBe('invalid_json');
     const empty = await request(app).patch('/admin/v1/organizations/whatever').set(auth).send({});
     expect(empty.status).toBe(400);
+    // A JSON null is a body that is not an object, not "no body".
+    for (const path of ['/admin/v1/organizations', '/admin/v1/organizations/whatever/keys']) {
+      const nullBody = await request(app).post(path).set(auth).set('content-type', 'application/json').send('null');
+      expect(nullBody.status).toBe(400);
+      expect(nullBody.body.error.code).toBe('invalid_request');
+    }
   });
 
   it('refuses a duplicate id with 409', async () => {

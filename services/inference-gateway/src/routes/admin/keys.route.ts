@@ -9,7 +9,7 @@ export function keysRoutes(store: AccountStore): Router {
   const router = Router();
 
   router.post('/organizations/:orgId/keys', async (req, res) => {
-    const body = CreateApiKeyRequest.safeParse(req.body ?? {});
+    const body = CreateApiKeyRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
     const created = await store.createKey(req.params.orgId, body.data.name);
     if (!created) throw organizationNotFound(req.params.orgId);

@@ -16,7 +16,7 @@ export function organizationsRoutes(store: AccountStore): Router {
   const router = Router();
 
   router.post('/organizations', async (req, res) => {
-    const body = CreateOrganizationRequest.safeParse(req.body ?? {});
+    const body = CreateOrganizationRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
     try {
       const org = await store.createOrganization(body.data);
@@ -39,7 +39,7 @@ export function organizationsRoutes(store: AccountStore): Router {
   });
 
   router.patch('/organizations/:orgId', async (req, res) => {
-    const body = UpdateOrganizationRequest.safeParse(req.body ?? {});
+    const body = UpdateOrganizationRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
     const { name, budgets, credit_top_up: creditTopUp } = body.data;
     const org = await store.updateOrganization(req.params.orgId, { name, budgets, creditTopUp });
