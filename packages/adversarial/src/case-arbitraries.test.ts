@@ -1,0 +1,106 @@
+import * as fc from 'fast-check';
+import { caseArbitrary } from './case-arbitraries';
+import { breaksContract } from './contract-oracle';
+import { gatewayEndpoints, sessionEndpoints } from './endpoints';
+import { encodeCase, type SendContext } from './fuzz-case';
+import { ByteString, Deep, Entries, LongString, RawToken, Repeat, toJsonBytes } from './hostile-json';
+
+const ctx: SendContext = {
+  host: '127.0.0.1',
+  port: 1,
+  orgKey: 'KEY',
+  adminToken: 'ADMIN',
+  orgId: 'org',
+  victimOrgId: 'victim',
+  victimKeyId: 'key',
+  sessionId: '00000000-0000-4000-8000-000000000000',
+  webhookUrl: 'http://127.0.0.1:9/hook',
+  hostileModel: 'hostile/huge-json',
+};
+const refs = ctx;
+
+describe('hostile JSON', () => {
+  it('writes what JSON.stringify cannot: raw tokens, invalid UTF-8, duplicate keys', () => {
+    const bytes = toJsonBytes(
+      {
+        a: new RawToken('NaN'),
+        b: new ByteString([0xff], 'x'),
+        c: new Entries([
+          ['k', 1],
+          ['k', 2],
+        ]),
+      },
+      refs,
+    );
+    expect(bytes.toString('latin1')).toBe('{"a":NaN,"b":"x\xff","c":{"k":1,"k":2}}');
+  });
+
+  it('nests 100 000 deep and repeats 100 000 times without recursion', () => {
+    expect(toJsonBytes(new Deep(100_000, 'array'), refs).length).toBe(200_001);
+    expect(toJsonBytes(new Repeat(1, 100_000), refs).length).toBe(200_001);
+  });
+});
+
+describe('breaksContract', () => {
+  const chat = ['v1', 'chat', 'completions'];
+  it('holds a valid chat body valid and the issue’s bodies invalid', () => {
+    const valid = { model: 'tollway/sim-chat', messages: [{ role: 'user', content: 'hi' }] };
+    expect(breaksContract('gateway', 'POST', chat, valid)).toBe(false);
+    expect(breaksContract('gateway', 'POST', chat, { ...valid, n: 100_000_000 })).toBe(true);
+    expect(breaksContract('gateway', 'POST', chat, { ...valid, temperature: new RawToken('NaN') })).toBe(true);
+    expect(breaksContract('sessions', 'POST', ['sessions', 'x', 'messages'], { webhook: { url: 'ftp://x/' } })).toBe(
+      true,
+    );
+  });
+});
+
+describe('caseArbitrary', () => {
+  it.each(['gateway', 'sessions'] as const)(
+    'reaches every %s endpoint and every kind of mutation within 600 cases',
+    (service) => {
+      const cases = fc.sample(caseArbitrary(service), { seed: 1, numRuns: 600 });
+      const templates = service === 'gateway' ? gatewayEndpoints() : sessionEndpoints();
+      const endpoints = new Set(cases.map((c) => c.endpoint));
+      for (const t of templates) expect(endpoints).toContain(t.name);
+      const labels = cases.flatMap((c) => c.mutations).join('\n');
+      for (const family of [
+        'number',
+        'invalid UTF-8',
+        'nested',
+        'twice',
+        'path segment',
+        'query',
+        'method',
+        'header',
+        'framing',
+        'HTTP/1.0',
+        'string of',
+      ])
+        expect(labels).toContain(family);
+      expect(cases.filter((c) => c.mutations.length === 0).length).toBeGreaterThan(30);
+      // Every case encodes to bytes (no generator builds something the encoder cannot write).
+      for (const c of cases.slice(0, 200)) expect(Buffer.concat(encodeCase(c, ctx).parts).length).toBeGreaterThan(0);
+    },
+  );
+
+  it("adds a __proto__ key as a key on the wire, never as the body object's prototype", () => {
+    const cases = fc
+      .sample(caseArbitrary('sessions'), { seed: 1, numRuns: 2000 })
+      .filter((c) => c.mutations.at(-1)?.startsWith('body.__proto__ added'))
+      // A body sent as it is: not a raw whole body, not compressed.
+      .filter((c) => !(c.body instanceof Uint8Array) && c.framing.kind === 'length')
+      // A root that is a scalar node has no keys to add (Entries stays: it is what the old bug produced).
+      .filter((c) => ![LongString, Deep, Repeat, RawToken, ByteString].some((kind) => c.body instanceof kind));
+    expect(cases.length).toBeGreaterThan(0);
+    const onTheWire = cases.filter((c) => Buffer.concat(encodeCase(c, ctx).parts).includes('"__proto__":'));
+    expect(onTheWire.length).toBe(cases.length);
+  });
+
+  it('is replayable: the same seed gives the same cases', () => {
+    const a = fc.sample(caseArbitrary('sessions'), { seed: 42, numRuns: 50 });
+    const b = fc.sample(caseArbitrary('sessions'), { seed: 42, numRuns: 50 });
+    expect(a.map((c) => Buffer.concat(encodeCase(c, ctx).parts).toString('latin1'))).toEqual(
+      b.map((c) => Buffer.concat(encodeCase(c, ctx).parts).toString('latin1')),
+    );
+  });
+});

@@ -1,0 +1,200 @@
+import { Ref, type JsonNode } from './hostile-json';
+import type { ServiceName } from './fuzz-case';
+
+/** Names of the templates whose model is served by the hostile engine: a 502/504 there is the right answer. */
+export const HOSTILE_ENGINE_JSON = 'POST /v1/chat/completions (hostile engine)';
+export const HOSTILE_ENGINE_STREAM = 'POST /v1/chat/completions (hostile engine, stream)';
+
+/** A valid request of one endpoint: where every mutation starts. */
+export interface EndpointTemplate {
+  service: ServiceName;
+  name: string;
+  method: string;
+  /** Path segments (placeholders allowed); a mutation may replace any one. */
+  segments: string[];
+  /** Query string without `?`, or null. */
+  query: string | null;
+  credential: 'org' | 'admin' | 'none';
+  body: JsonNode | null;
+}
+
+const chatMessages = (): JsonNode => [
+  { role: 'system', content: 'Be brief.' },
+  { role: 'user', content: 'Hello there', name: 'alice' },
+];
+
+const tools = (): JsonNode => [
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'Weather of a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  },
+];
+
+/** Every parameter of the inference spec set to a valid value, so each can be attacked. */
+const fullChatBody = (stream: boolean): JsonNode => ({
+  model: 'tollway/sim-chat',
+  messages: chatMessages(),
+  max_tokens: 8,
+  temperature: 0.7,
+  top_p: 0.9,
+  top_k: 40,
+  n: 1,
+  stop: ['\n\n', 'END'],
+  stream,
+  ...(stream ? { stream_options: { include_usage: true } } : {}),
+  presence_penalty: 0,
+  frequency_penalty: 0,
+  seed: 42,
+  logprobs: true,
+  top_logprobs: 2,
+  logit_bias: { '50256': -100, '1000': 5 },
+  response_format: { type: 'text' },
+  tools: tools(),
+  tool_choice: 'auto',
+  user: 'user-1',
+});
+
+const budgets = (): JsonNode => ({ requests: 1000, input_tokens: 100000, output_tokens: 100000 });
+
+const sessionState = (): JsonNode => [
+  { role: 'user', content: 'Earlier question' },
+  { role: 'assistant', content: 'Earlier answer' },
+];
+
+const messageBody = (): JsonNode => ({
+  content: 'What is 2+2?',
+  role: 'user',
+  user_params: { model: 'tollway/sim-chat', temperature: 0.5, max_tokens: 8, tags: ['a', 'b'], nested: { k: 1 } },
+  webhook: { url: new Ref('webhookUrl'), token: 'hook-token-1', include_messages: true },
+  name: 'bob',
+});
+
+const toolMessageBody = (): JsonNode => ({
+  content: '4',
+  role: 'tool',
+  tool_call_id: 'call_1',
+  name: 'calculator',
+  tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'calculator', arguments: '{"x":2}' } }],
+  base64_image: 'iVBORw0KGgo=',
+});
+
+const t = (
+  service: ServiceName,
+  method: string,
+  path: string,
+  credential: EndpointTemplate['credential'],
+  body: JsonNode | null = null,
+  query: string | null = null,
+  name = `${method} ${path}${query ? `?${query}` : ''}`,
+): EndpointTemplate => ({ service, name, method, segments: path.split('/').slice(1), query, credential, body });
+
+/** Every endpoint of the gateway (inference API, admin API, probes), from its routers. */
+export function gatewayEndpoints(): EndpointTemplate[] {
+  const admin = '/admin/v1/organizations';
+  return [
+    t('gateway', 'GET', '/healthz', 'none'),
+    t('gateway', 'GET', '/readyz', 'none'),
+    t('gateway', 'GET', '/openapi.json', 'none'),
+    t('gateway', 'GET', '/v1/models', 'org'),
+    t('gateway', 'GET', '/v1/models/tollway/sim-chat', 'org'),
+    t('gateway', 'GET', '/v1/models/tollway%2Fsim-narrow', 'org'),
+    t('gateway', 'POST', '/v1/chat/completions', 'org', fullChatBody(false), null, 'POST /v1/chat/completions (JSON)'),
+    t('gateway', 'POST', '/v1/chat/completions', 'org', fullChatBody(true), null, 'POST /v1/chat/completions (stream)'),
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      { model: 'tollway/sim-narrow', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, n: 1 },
+      null,
+      'POST /v1/chat/completions (narrowed)',
+    ),
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      {
+        model: 'tollway/sim-reasoner',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_completion_tokens: 16,
+        reasoning_effort: 'low',
+        stream: true,
+      },
+      null,
+      'POST /v1/chat/completions (reasoner stream)',
+    ),
+    // A model whose engine misbehaves (see hostile-engine.ts; which one: the case's `pick`).
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      { model: new Ref('hostileModel'), messages: chatMessages(), max_tokens: 8 },
+      null,
+      HOSTILE_ENGINE_JSON,
+    ),
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      { model: new Ref('hostileModel'), messages: chatMessages(), max_tokens: 8, stream: true },
+      null,
+      HOSTILE_ENGINE_STREAM,
+    ),
+    t('gateway', 'GET', admin, 'admin'),
+    t('gateway', 'POST', admin, 'admin', { name: 'Fuzz Org', budgets: budgets(), credit: 5 }),
+    t('gateway', 'GET', `${admin}/{victimOrgId}`, 'admin'),
+    t('gateway', 'PATCH', `${admin}/{victimOrgId}`, 'admin', {
+      name: 'Renamed',
+      budgets: { requests: 50 },
+      credit_top_up: 1.5,
+    }),
+    t('gateway', 'DELETE', `${admin}/{victimOrgId}`, 'admin'),
+    t('gateway', 'GET', `${admin}/{victimOrgId}/usage`, 'admin', null, 'minutes=60'),
+    t('gateway', 'POST', `${admin}/{victimOrgId}/keys`, 'admin', { name: 'fuzz key' }),
+    t('gateway', 'GET', `${admin}/{victimOrgId}/keys`, 'admin'),
+    t('gateway', 'DELETE', `${admin}/{victimOrgId}/keys/{victimKeyId}`, 'admin'),
+  ];
+}
+
+/** Every endpoint of the session service, from its routers. */
+export function sessionEndpoints(): EndpointTemplate[] {
+  return [
+    t('sessions', 'GET', '/health', 'none'),
+    t('sessions', 'GET', '/healthz', 'none'),
+    t('sessions', 'GET', '/readyz', 'none'),
+    t('sessions', 'GET', '/openapi.json', 'none'),
+    t('sessions', 'POST', '/sessions', 'org', {}),
+    t('sessions', 'POST', '/sessions', 'org', { state: sessionState() }, null, 'POST /sessions (state)'),
+    t('sessions', 'PUT', '/sessions/{newSessionId}', 'org', { state: sessionState() }),
+    t('sessions', 'GET', '/sessions', 'org'),
+    t('sessions', 'GET', '/sessions/{sessionId}', 'org'),
+    t(
+      'sessions',
+      'GET',
+      '/sessions/{sessionId}',
+      'org',
+      null,
+      'wait=true&timeout=0.5',
+      'GET /sessions/{id} (long-poll)',
+    ),
+    t('sessions', 'DELETE', '/sessions/{sessionId}', 'org'),
+    t('sessions', 'POST', '/sessions/{sessionId}/messages', 'org', messageBody()),
+    t(
+      'sessions',
+      'POST',
+      '/sessions/{sessionId}/messages',
+      'org',
+      toolMessageBody(),
+      null,
+      'POST /sessions/{id}/messages (tool)',
+    ),
+    t('sessions', 'GET', '/sessions/{sessionId}/messages', 'org'),
+  ];
+}

@@ -1,0 +1,112 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import { drainedOrClosed } from './raw-http';
+
+/**
+ * What the hostile engine does with a chat completion, by the first path segment of its base URL
+ * (`http://127.0.0.1:<port>/<behaviour>/v1`). Each one tries to make the gateway buffer without
+ * bound or wait forever; the gateway must end each with a clear error (a 5xx before the first byte,
+ * an error event mid-stream) and keep its memory bounded.
+ */
+export const HOSTILE_BEHAVIOURS = [
+  'huge-json', // a 200 JSON body of 8 MiB, past the response limit
+  'huge-event', // one SSE event of 2 MiB with no line end, past the event limit
+  'endless', // valid stream chunks until the gateway hangs up (past the stream limit)
+  'huge-error', // a 400 text/plain error body of 8 MiB
+  'garbage', // 200 application/json that is not JSON, with invalid UTF-8
+  'cut', // the head of a stream, one chunk, then the connection destroyed
+  'silent', // the head, then nothing (past the upstream timeout, 1 s in the suite)
+  'no-answer', // never even a status line (past the upstream timeout, 1 s in the suite)
+] as const;
+export type HostileBehaviour = (typeof HOSTILE_BEHAVIOURS)[number];
+
+/** Catalog id of the model served by `behaviour`. */
+export const hostileModelId = (behaviour: HostileBehaviour): string => `hostile/${behaviour}`;
+
+const MIB = 1024 * 1024;
+const CHUNK =
+  'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},"finish_reason":null}]}\n\n';
+
+/** Writes `bytes` of filler in 64 KiB pieces, minding back-pressure; stops when the socket goes. */
+async function fill(res: ServerResponse, bytes: number, piece: string): Promise<void> {
+  const block = piece.repeat(Math.ceil((64 * 1024) / piece.length));
+  for (let sent = 0; sent < bytes && !res.destroyed; sent += block.length) {
+    if (!res.write(block)) await drainedOrClosed(res);
+  }
+}
+
+async function answer(behaviour: string, res: ServerResponse): Promise<void> {
+  const sse = { 'content-type': 'text/event-stream' };
+  switch (behaviour as HostileBehaviour) {
+    case 'huge-json':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"');
+      await fill(res, 8 * MIB, 'a');
+      return void res.end('"},"finish_reason":"stop"}]}');
+    case 'huge-event':
+      res.writeHead(200, sse);
+      res.write('data: {"id":"x","choices":[{"index":0,"delta":{"content":"');
+      await fill(res, 2 * MIB, 'a');
+      return void res.end();
+    case 'endless':
+      res.writeHead(200, sse);
+      // Bounded all the same (256 MiB), so a gateway without a stream limit cannot make this run forever.
+      return fill(res, 256 * MIB, CHUNK).then(() => void res.end());
+    case 'huge-error':
+      res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' });
+      res.write('Inference error: ');
+      await fill(res, 8 * MIB, 'e');
+      return void res.end();
+    case 'garbage':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return void res.end(Buffer.from([0x7b, 0xff, 0xfe, 0x00, 0x22, 0x7d]));
+    case 'cut':
+      res.writeHead(200, sse);
+      res.write(CHUNK);
+      return void setTimeout(() => res.destroy(), 50);
+    case 'silent':
+      res.writeHead(200, sse);
+      res.flushHeaders();
+      return;
+    default:
+      return; // no-answer: the socket stays open until the gateway gives up
+  }
+}
+
+/**
+ * A fake OpenAI-compatible engine that answers the model list (so the gateway is ready) and
+ * every chat completion with the hostile behaviour its base path names.
+ */
+export async function startHostileEngine(): Promise<{ port: number; server: Server }> {
+  const server = createServer((req, res) => {
+    const behaviour = (req.url ?? '').split('/')[1] ?? '';
+    req.resume();
+    req.on('end', () => {
+      // Any GET is the readiness probe's model list.
+      if (req.method === 'GET') {
+        res.setHeader('content-type', 'application/json');
+        return void res.end('{"object":"list","data":[]}');
+      }
+      answer(behaviour, res).catch(() => res.destroy());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return { port: typeof address === 'object' && address ? address.port : 0, server };
+}
+
+/** Catalog entries (YAML, to append to the shipped catalog's `models:` list) for every behaviour. */
+export function hostileCatalogEntries(port: number): string {
+  return HOSTILE_BEHAVIOURS.map(
+    (behaviour) => `
+  - id: ${hostileModelId(behaviour)}
+    owned_by: adversarial
+    created: 1767225600
+    price_per_million: { input: 1, output: 1 }
+    engine:
+      kind: openai-compatible
+      continuous_usage_stats: false
+      replicas:
+        - base_url: http://127.0.0.1:${port}/${behaviour}/v1
+`,
+  ).join('');
+}

@@ -1,0 +1,71 @@
+import type { FuzzCase } from './fuzz-case';
+import { judgeAnswer } from './oracles';
+import type { Outcome } from './raw-http';
+
+const base: FuzzCase = {
+  service: 'gateway',
+  endpoint: 'POST /v1/chat/completions (JSON)',
+  mutations: [],
+  method: 'POST',
+  target: '/v1/chat/completions',
+  headers: [],
+  body: {},
+  framing: { kind: 'length' },
+  head: { version: 'HTTP/1.1', lineEnd: '\r\n', host: 'normal' },
+  pick: 0,
+  mustRefuse: false,
+};
+
+const answer = (status: number, body: unknown, contentType = 'application/json'): Outcome => {
+  const bytes = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+  return {
+    kind: 'response',
+    status,
+    headers: { 'content-type': contentType },
+    body: bytes,
+    bodyBytes: bytes.length,
+    ms: 1,
+  };
+};
+const rules = (c: FuzzCase, outcome: Outcome) => judgeAnswer(c, outcome).map((p) => p.rule);
+const envelope = { error: { message: 'm', type: 'invalid_request_error', param: null, code: 'invalid_json' } };
+
+describe('judgeAnswer', () => {
+  it('accepts a 2xx and a 4xx in the envelope', () => {
+    expect(rules(base, answer(200, {}))).toEqual([]);
+    expect(rules(base, answer(400, envelope))).toEqual([]);
+  });
+
+  it('flags a 5xx, a hang, and a 4xx outside the error shape', () => {
+    expect(rules(base, answer(500, envelope))).toEqual(['status']);
+    expect(rules(base, { kind: 'hang', ms: 10_000, status: null, bodyBytes: 0 })).toEqual(['hang']);
+    expect(rules(base, answer(400, ''))).toEqual(['shape']);
+    expect(rules(base, answer(400, '<html>bad</html>', 'text/html'))).toEqual(['shape']);
+    expect(rules(base, answer(400, { message: 'flat but not the engine shape' }))).toEqual(['shape']);
+  });
+
+  it("takes the engine's flat shape and text/plain prefix on the chat endpoint only", () => {
+    const flat = { object: 'error', message: 'n must be 1', type: 'BadRequestError', param: 'n', code: 400 };
+    expect(rules(base, answer(400, flat))).toEqual([]);
+    expect(rules(base, answer(400, 'Inference error: n must be 1', 'text/plain; charset=utf-8'))).toEqual([]);
+    const models = { ...base, method: 'GET', target: '/v1/models/x' };
+    expect(rules(models, answer(400, flat))).toEqual(['shape']);
+  });
+
+  it('wants no code on a gateway 401 and a string code on every session error', () => {
+    expect(rules(base, answer(401, envelope))).toEqual(['shape']);
+    expect(
+      rules(base, answer(401, { error: { message: 'Invalid API key', type: 'invalid_request_error', param: null } })),
+    ).toEqual([]);
+    const session = { ...base, service: 'sessions' as const, target: '/sessions' };
+    expect(rules(session, answer(404, { error: { message: 'm', type: 't', param: null, code: 'not_found' } }))).toEqual(
+      [],
+    );
+    expect(rules(session, answer(404, { error: { message: 'm', type: 't', param: null } }))).toEqual(['shape']);
+  });
+
+  it('flags a 2xx for a request that must be refused, and takes a clean close', () => {
+    expect(rules({ ...base, mustRefuse: true }, answer(200, {}))).toEqual(['refusal']);
+    expect(rules({ ...base, mustRefuse: true }, { kind: 'closed', ms: 1, reason: 'end' })).toEqual([]);
+  });
+});

@@ -1,0 +1,100 @@
+import { EngineErrorResponse, ErrorResponse, SessionErrorResponse } from '@tollway/contracts';
+import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM } from './endpoints';
+import type { FuzzCase } from './fuzz-case';
+import type { Outcome } from './raw-http';
+
+/** How an answer is counted in the final `N sent, N 4xx, N 5xx, N crashes, N hangs` line. */
+export type Verdict = '2xx' | '3xx' | '4xx' | '5xx' | 'upstream' | 'closed' | 'hang';
+
+/** A broken rule, in words. */
+export interface Problem {
+  rule: 'status' | 'shape' | 'hang' | 'refusal' | 'crash' | 'liveness' | 'memory' | 'consistency';
+  detail: string;
+}
+
+/** The prefix of a `text/plain` engine error the inference spec allows on a 400. */
+const TEXT_ENGINE_ERROR = /^Inference error: /;
+
+export function verdictOf(c: FuzzCase, outcome: Outcome): Verdict {
+  if (outcome.kind !== 'response') return outcome.kind;
+  if (isUpstreamFailure(c, outcome)) return 'upstream';
+  if (outcome.status >= 500) return '5xx';
+  if (outcome.status >= 400) return '4xx';
+  if (outcome.status >= 300) return '3xx';
+  return '2xx';
+}
+
+/**
+ * Judges one answer by the rules every case shares: below 500, never a hang, a 4xx in the
+ * service's error shape (the envelope; on the gateway's chat endpoint also the engine's flat
+ * shape or its text/plain prefix), and a refusal where the request can only be refused.
+ */
+export function judgeAnswer(c: FuzzCase, outcome: Outcome): Problem[] {
+  if (outcome.kind === 'hang') {
+    return [
+      {
+        rule: 'hang',
+        detail: `no complete answer in ${outcome.ms} ms${outcome.status !== null ? ` (status ${outcome.status}, ${outcome.bodyBytes} body bytes so far)` : ''}`,
+      },
+    ];
+  }
+  if (outcome.kind === 'closed') return [];
+  const problems: Problem[] = [];
+  const { status } = outcome;
+  if (status >= 500 && !isUpstreamFailure(c, outcome))
+    problems.push({ rule: 'status', detail: `status ${status}: ${snippet(outcome.body)}` });
+  if (status >= 400 && c.method !== 'HEAD') {
+    const shape = errorShapeProblem(c, outcome);
+    if (shape) problems.push({ rule: 'shape', detail: `${status} ${shape}` });
+  }
+  if (status < 300 && c.mustRefuse)
+    problems.push({
+      rule: 'refusal',
+      detail: `status ${status} for a request that must be refused: ${snippet(outcome.body)}`,
+    });
+  return problems;
+}
+
+/**
+ * A 502 or 504 in the gateway envelope for a model whose engine misbehaves: what the issue asks
+ * for (an engine answer past the limits, cut, silent), so not a failure of the gateway.
+ */
+function isUpstreamFailure(c: FuzzCase, outcome: Extract<Outcome, { kind: 'response' }>): boolean {
+  if (c.endpoint !== HOSTILE_ENGINE_JSON && c.endpoint !== HOSTILE_ENGINE_STREAM) return false;
+  if (outcome.status !== 502 && outcome.status !== 504) return false;
+  try {
+    return ErrorResponse.safeParse(JSON.parse(outcome.body.toString('utf8'))).success;
+  } catch {
+    return false;
+  }
+}
+
+function errorShapeProblem(c: FuzzCase, outcome: Extract<Outcome, { kind: 'response' }>): string | null {
+  const text = outcome.body.toString('utf8');
+  if (outcome.bodyBytes === 0) return 'with an empty body (not the error shape)';
+  const type = outcome.headers['content-type'] ?? '';
+  const chat = c.service === 'gateway' && c.target.startsWith('/v1/chat/completions');
+  if (chat && outcome.status === 400 && type.startsWith('text/plain') && TEXT_ENGINE_ERROR.test(text)) return null;
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return `with a body that is not JSON (${type || 'no content-type'}): ${snippet(outcome.body)}`;
+  }
+  if (c.service === 'sessions')
+    return SessionErrorResponse.safeParse(json).success
+      ? null
+      : `not in the session error shape: ${snippet(outcome.body)}`;
+  if (ErrorResponse.safeParse(json).success) {
+    const code = (json as { error: { code?: unknown } }).error.code;
+    if (outcome.status === 401 && code !== undefined) return 'a 401 envelope must have no code field';
+    return null;
+  }
+  if (chat && EngineErrorResponse.safeParse(json).success) return null;
+  return `not in the gateway error shape: ${snippet(outcome.body)}`;
+}
+
+function snippet(body: Buffer): string {
+  const text = body.toString('utf8');
+  return JSON.stringify(text.length > 300 ? `${text.slice(0, 300)}…` : text);
+}

@@ -1,0 +1,102 @@
+/**
+ * The adversarial suite's CI profile: fast-check cases for every endpoint of both services,
+ * sent over raw sockets to the built services (built first when stale), judged by the shared
+ * oracles. About half a minute of cases per run; `pnpm fuzz` runs the same generators longer.
+ *
+ * Replay: the failure message names FUZZ_SEED and FUZZ_PATH; run
+ *   FUZZ_SEED=<seed> FUZZ_PATH=<service>:<path> pnpm exec jest packages/adversarial
+ */
+import * as fc from 'fast-check';
+import {
+  Campaign,
+  ISSUE_REPRODUCTIONS,
+  Platform,
+  caseArbitrary,
+  ensureBuilt,
+  loadFuzzConfig,
+  type ServiceName,
+} from '../src';
+import type { Problem } from '../src/oracles';
+
+const config = loadFuzzConfig();
+/** A checkpoint (health, RSS, session ledger) after every this many cases of a lane. */
+const CHECKPOINT_EVERY = 100;
+
+function report(problems: Problem[]): string {
+  return problems.map((p) => `[${p.rule}] ${p.detail}`).join('\n');
+}
+
+describe('adversarial requests against the built gateway and session service', () => {
+  let platform: Platform | undefined;
+  let campaign: Campaign;
+
+  beforeAll(async () => {
+    ensureBuilt((line) => process.stderr.write(`adversarial: ${line}\n`));
+    platform = new Platform({ prefixBase: config.prefixBase, redisUrl: config.redisUrl, baseEnv: config.serviceEnv });
+    await platform.start();
+    campaign = new Campaign(platform, { caseTimeoutMs: 10_000, rssLimitBytes: config.rssLimitBytes, settleMs: 15_000 });
+    process.stderr.write(`adversarial: FUZZ_SEED=${config.seed} (prefix ${platform.prefix})\n`);
+  }, 240_000);
+
+  afterAll(async () => {
+    await platform?.stop();
+  }, 30_000);
+
+  it.each(ISSUE_REPRODUCTIONS.map((c) => [c.endpoint, c] as const))(
+    'refuses %s with a 4xx and keeps serving',
+    async (_name, c) => {
+      const { outcome, problems } = await campaign.run(c, 'issue 10 reproduction');
+      expect(report(problems)).toBe('');
+      expect(outcome.kind === 'response' ? outcome.status : outcome.kind).toBeGreaterThanOrEqual(400);
+      expect(outcome.kind === 'response' ? outcome.status : outcome.kind).toBeLessThan(500);
+    },
+  );
+
+  it('answers every mutated request below 500, in the error shape, with no crash or hang', async () => {
+    const lane = async (service: ServiceName) => {
+      const [only, path] = config.path?.split(/:(.*)/s) ?? [];
+      if (only !== undefined && only !== service) return;
+      let count = 0;
+      const property = fc.asyncProperty(caseArbitrary(service), async (c) => {
+        const { problems } = await campaign.run(c, `FUZZ_SEED=${config.seed}`);
+        count += 1;
+        // Only the session lane checks the ledger: it is paused then, so no session case is in flight.
+        if (count % CHECKPOINT_EVERY === 0)
+          problems.push(
+            ...(await campaign.checkpoint(`after ${count} ${service} cases`, { ledger: service === 'sessions' })),
+          );
+        if (problems.length > 0) throw new Error(`${campaign.findings.at(-1)?.request}\n${report(problems)}`);
+      });
+      try {
+        await fc.assert(property, {
+          // Each lane its own stream of cases, both from the one printed seed.
+          seed: service === 'gateway' ? config.seed : config.seed + 1,
+          path,
+          numRuns: config.casesPerService,
+          endOnFailure: true,
+          interruptAfterTimeLimit: config.timeLimitMs,
+          markInterruptAsFailure: false,
+        });
+      } catch (err) {
+        const found = /seed: (-?\d+), path: "([^"]*)"/.exec((err as Error).message);
+        const replay = found ? `\nReplay: FUZZ_SEED=${config.seed} FUZZ_PATH=${service}:${found[2]}` : '';
+        const last = campaign.findings.at(-1);
+        const detail = last ? `\n${last.request}\n→ ${last.outcome}\n${report(last.problems)}` : '';
+        throw new Error(`${(err as Error).message}${detail}${replay}`);
+      }
+    };
+    // Both lanes end before the verdict, so the next test's checkpoint never overlaps a lane.
+    const lanes = await Promise.allSettled([lane('gateway'), lane('sessions')]);
+    process.stderr.write(`adversarial: ${campaign.summaryLine()}\n`);
+    const failures = lanes.flatMap((l) => (l.status === 'rejected' ? [(l.reason as Error).message] : []));
+    if (failures.length > 0) throw new Error(failures.join('\n\n'));
+  }, 180_000);
+
+  it('keeps both services alive and under the RSS limit, and loses no session, message or turn', async () => {
+    const problems = await campaign.checkpoint('end of run');
+    expect(report(problems)).toBe('');
+    process.stderr.write(
+      `adversarial: peak RSS gateway ${(platform!.gateway.peakRss / 2 ** 20).toFixed(0)} MiB, sessions ${(platform!.sessions.peakRss / 2 ** 20).toFixed(0)} MiB; ${campaign.ledger.size} sessions held\n`,
+    );
+  }, 60_000);
+});
