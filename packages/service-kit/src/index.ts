@@ -1,3 +1,4 @@
+export * from './access-log';
 export * from './config';
 export * from './error-middleware';
 export * from './http';

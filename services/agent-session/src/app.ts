@@ -9,6 +9,7 @@ import {
   requestId,
   ServiceError,
   type HttpLimits,
+  type AccessLogSink,
   type Logger,
 } from '@tollway/service-kit';
 import { SESSION_ERROR_CODES } from '@tollway/contracts';
@@ -51,7 +52,7 @@ export interface AppDeps {
   /** The tracer when tracing is on; null or absent = off. */
   tracer?: Tracer | null;
   /** Where access log lines go; null or absent = no access log. */
-  accessLog?: Logger | null;
+  accessLog?: AccessLogSink | null;
 }
 
 /** Default nesting limit of request bodies (the config's default too). */

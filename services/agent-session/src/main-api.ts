@@ -1,5 +1,6 @@
 import { createKeyAuthenticator } from '@tollway/accounts';
 import {
+  AccessLog,
   closeServer,
   createHttpServer,
   createLogger,
@@ -59,7 +60,8 @@ async function main(): Promise<void> {
   const app = buildApp({
     metricsRegistry: config.metricsPort === undefined ? registry : null,
     tracer: tracing?.tracer ?? null,
-    accessLog: logger,
+    // Access lines are info records: a LOG_LEVEL above info turns them off, as it would winston's.
+    accessLog: logger.isInfoEnabled() ? new AccessLog({ service: 'agent-session-api' }) : null,
     redis,
     store,
     hub,

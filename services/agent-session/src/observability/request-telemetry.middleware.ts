@@ -1,6 +1,6 @@
 import type { Response, RequestHandler } from 'express';
 import { SpanKind, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import type { Logger } from '@tollway/service-kit';
+import type { AccessLogSink } from '@tollway/service-kit';
 import { contextFromHeaders, endSpanWithError, traceIdOf, traceparentOf, withSpan } from '@tollway/telemetry';
 import { orgOf } from '../api/auth';
 
@@ -15,7 +15,7 @@ const TRACE_CONTEXT = 'traceContext';
  * JSON access log line (request id, trace id, organization, method, route, status, duration).
  * Never a header or a body: keys, webhook tokens and message content stay out of the log.
  */
-export function requestTelemetry(options: { tracer: Tracer | null; accessLog: Logger | null }): RequestHandler {
+export function requestTelemetry(options: { tracer: Tracer | null; accessLog: AccessLogSink | null }): RequestHandler {
   const { tracer, accessLog } = options;
   return (req, res, next) => {
     if (QUIET_PATHS.has(req.path) || (!tracer && !accessLog)) return next();

@@ -1,5 +1,5 @@
 import type { RequestHandler } from 'express';
-import type { Logger } from '@tollway/service-kit';
+import type { AccessLogSink } from '@tollway/service-kit';
 import { traceIdOf } from '@tollway/telemetry';
 import { context } from '@opentelemetry/api';
 
@@ -11,7 +11,7 @@ const QUIET_PATHS = new Set(['/metrics', '/healthz', '/readyz']);
  * writes its own): request id, method, path, status, duration. Never a header or a body: keys and
  * prompts stay out of the log.
  */
-export function accessLog(logger: Logger): RequestHandler {
+export function accessLog(logger: AccessLogSink): RequestHandler {
   return (req, res, next) => {
     if (QUIET_PATHS.has(req.path)) return next();
     const startedAt = performance.now();

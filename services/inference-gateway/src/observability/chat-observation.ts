@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { SpanKind, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import type { ChatCompletionResponse } from '@tollway/contracts';
-import { ServiceError, type Logger } from '@tollway/service-kit';
+import { ServiceError, type AccessLogSink } from '@tollway/service-kit';
 import {
   contextFromHeaders,
   endSpanWithError,
@@ -21,7 +21,7 @@ export interface GatewayTelemetry {
   metrics: GatewayMetrics | null;
   tracer: Tracer | null;
   /** Where the access log lines go; null = no access log. */
-  accessLog: Logger | null;
+  accessLog: AccessLogSink | null;
 }
 
 /** True when any part of the telemetry is on (else the request path skips observation entirely). */

@@ -1,5 +1,5 @@
 import type { Tracer } from '@opentelemetry/api';
-import type { Logger } from '@tollway/service-kit';
+import { AccessLog, type AccessLogSink, type Logger } from '@tollway/service-kit';
 import { createMetricsRegistry } from '@tollway/telemetry';
 import type { AdmissionStats } from '../admission/admission.types';
 import type { GatewayConfig } from '../config';
@@ -15,6 +15,8 @@ export interface GatewayTelemetryDeps {
   catalog: CatalogStore;
   engines: EngineRegistry;
   admissionStats?: () => AdmissionStats;
+  /** Where access log lines go when ACCESS_LOG is on; default an AccessLog on stdout. */
+  accessLog?: AccessLogSink;
   /** The tracer when tracing is on (see startTracing); null or absent = off. */
   tracer?: Tracer | null;
 }
@@ -31,5 +33,10 @@ export function buildGatewayTelemetry(deps: GatewayTelemetryDeps): GatewayTeleme
   // first requests of a model (a series born with its first request would hide them).
   if (metrics)
     deps.catalog.subscribe((models) => models.forEach((model) => metrics.forModel(model.id, model.engine.kind)));
-  return { metrics, tracer: deps.tracer ?? null, accessLog: deps.config.accessLog ? deps.logger : null };
+  // Access lines are info records: a LOG_LEVEL above info turns them off, as it would winston's.
+  const accessLog =
+    deps.config.accessLog && deps.logger.isInfoEnabled()
+      ? (deps.accessLog ?? new AccessLog({ service: 'inference-gateway' }))
+      : null;
+  return { metrics, tracer: deps.tracer ?? null, accessLog };
 }

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import winston from 'winston';
 import { Redis } from 'ioredis';
 import { createAccountStore, deleteKeysWithPrefix, type Budgets } from '@tollway/accounts';
-import { closeServer, createLogger, listen } from '@tollway/service-kit';
+import { AccessLog, closeServer, createLogger, listen } from '@tollway/service-kit';
 import { scrape, sampleSum, type Scrape } from '@tollway/telemetry/testing';
 import { wireAccounts, type AccountsWiring } from '../../src/admission/accounts-wiring';
 import { buildApp } from '../../src/app';
@@ -66,7 +66,9 @@ beforeAll(async () => {
   catalog.subscribe((current) => engines.sync(current));
   wiring = await wireAccounts(config, redis, logger);
   const { authenticator, admission, admissionStats } = wiring;
-  const telemetry = buildGatewayTelemetry({ config, logger, catalog, engines, admissionStats });
+  // The production writer, with its gathered lines going to the same sink instead of stdout.
+  const accessLog = new AccessLog({ service: 'metrics-test', write: (chunk) => logSink.write(chunk) });
+  const telemetry = buildGatewayTelemetry({ config, logger, catalog, engines, admissionStats, accessLog });
   const app = buildApp({ config, logger, catalog, engines, redis, authenticator, admission, telemetry });
   server = await listen(app, 0, '127.0.0.1');
   baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
