@@ -3,6 +3,7 @@ import path from 'node:path';
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import type { AccountStore } from '@tollway/accounts';
 import { ConsoleSignInRequest, type ConsoleSession } from '@tollway/contracts';
+import { jsonBody } from '@tollway/service-kit';
 import { invalidAdminRequest } from '../routes/admin/admin-errors';
 import {
   adminTokenMatcher,
@@ -16,6 +17,9 @@ import { consoleEndpointNotFound, notSignedIn, signInFailed, signInRateLimited }
 import type { ConsoleSessionRecord, ConsoleSessions } from './console-sessions';
 import { clearSessionCookie, readSessionCookie, sameOrigin, writeSessionCookie } from './session-cookie';
 import type { SignInLimiter } from './sign-in-limiter';
+
+/** A sign-in body is one token: 4 KiB and a flat object, read by the same hardened reader as every route. */
+const SIGN_IN_BODY_LIMITS = { maxBytes: 4096, maxDepth: 4 };
 
 /** Where the gateway app mounts the console. */
 export const CONSOLE_BASE_PATH = '/console';
@@ -101,7 +105,7 @@ function sessionApi(options: ConsoleRouterOptions): Router {
   });
   const noStore = (res: Response) => res.setHeader('cache-control', 'no-store');
 
-  router.post('/session', express.json({ limit: '4kb', type: () => true }), async (req, res) => {
+  router.post('/session', jsonBody(SIGN_IN_BODY_LIMITS), async (req, res) => {
     // A cross-site page must not sign the browser in to an account of its choosing either.
     if (!sameOrigin(req)) throw csrfRejected();
     const address = req.ip ?? req.socket.remoteAddress ?? 'unknown';

@@ -113,6 +113,23 @@ describe('sign-in and the session cookie', () => {
     expect(session).toMatchObject({ role: 'organization_admin', organization_id: org.id });
   });
 
+  it('reads the sign-in body with the hardened reader: a broken encoding or deep nesting is a 400 in the envelope', async () => {
+    const notGzip = await request(gateway.baseUrl)
+      .post('/console/api/session')
+      .set('Content-Type', 'application/json')
+      .set('Content-Encoding', 'gzip')
+      .send(JSON.stringify({ token: ADMIN_TOKEN }));
+    expect(notGzip.status).toBe(400);
+    expect(notGzip.body).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_json' } });
+    const deep = await request(gateway.baseUrl)
+      .post('/console/api/session')
+      .set('Content-Type', 'application/json')
+      .send(`{"token":${'['.repeat(100)}${']'.repeat(100)}}`);
+    expect(deep.status).toBe(400);
+    expect(deep.body).toMatchObject({ error: { code: 'invalid_json' } });
+    expect(deep.headers['set-cookie']).toBeUndefined();
+  });
+
   it('refuses a forged or altered cookie, and ends the session on sign-out', async () => {
     const { cookie, session } = await signIn(ADMIN_TOKEN);
     const [name, value] = cookie.split('=') as [string, string];
