@@ -81,3 +81,42 @@ export function FormError({ message }: { message?: string }) {
     </p>
   );
 }
+
+/** The three per-minute budget inputs, as the create form and the edit dialog both show them. */
+export function BudgetFields(props: {
+  /** Prefix of the inputs' ids (`''` gives `requests`, `input-tokens`, `output-tokens`). */
+  idPrefix: string;
+  values: { requests: string; input: string; output: string };
+  set: (field: 'requests' | 'input' | 'output') => (value: string) => void;
+  errors: FieldErrors;
+}) {
+  const { idPrefix, values, set, errors } = props;
+  return (
+    <>
+      <Field
+        id={`${idPrefix}requests`}
+        label="Requests per minute"
+        inputMode="numeric"
+        value={values.requests}
+        onValue={set('requests')}
+        error={errors['budgets.requests']}
+      />
+      <Field
+        id={`${idPrefix}input-tokens`}
+        label="Input tokens per minute"
+        inputMode="numeric"
+        value={values.input}
+        onValue={set('input')}
+        error={errors['budgets.input_tokens']}
+      />
+      <Field
+        id={`${idPrefix}output-tokens`}
+        label="Output tokens per minute"
+        inputMode="numeric"
+        value={values.output}
+        onValue={set('output')}
+        error={errors['budgets.output_tokens']}
+      />
+    </>
+  );
+}

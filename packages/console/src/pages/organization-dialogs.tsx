@@ -2,7 +2,15 @@ import { UpdateOrganizationRequest, type Organization } from '@tollway/contracts
 import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api';
 import { Dialog } from '../components/dialog';
-import { apiErrorField, Field, FormError, numberValue, validate, type FieldErrors } from '../components/form';
+import {
+  apiErrorField,
+  BudgetFields,
+  Field,
+  FormError,
+  numberValue,
+  validate,
+  type FieldErrors,
+} from '../components/form';
 import { formatUsd } from '../format';
 
 /** Sends an UpdateOrganizationRequest checked with the API's schema; errors land on their field. */
@@ -52,30 +60,7 @@ export function BudgetsDialog(props: { org: Organization; onClose: () => void; o
     <Dialog title="Edit budgets" onClose={props.onClose}>
       <form onSubmit={submit} noValidate>
         <Field id="edit-name" label="Name" value={values.name} onValue={set('name')} error={errors.name} />
-        <Field
-          id="edit-requests"
-          label="Requests per minute"
-          inputMode="numeric"
-          value={values.requests}
-          onValue={set('requests')}
-          error={errors['budgets.requests']}
-        />
-        <Field
-          id="edit-input"
-          label="Input tokens per minute"
-          inputMode="numeric"
-          value={values.input}
-          onValue={set('input')}
-          error={errors['budgets.input_tokens']}
-        />
-        <Field
-          id="edit-output"
-          label="Output tokens per minute"
-          inputMode="numeric"
-          value={values.output}
-          onValue={set('output')}
-          error={errors['budgets.output_tokens']}
-        />
+        <BudgetFields idPrefix="edit-" values={values} set={set} errors={errors} />
         <FormError message={errors._form} />
         <div class="actions">
           <button type="button" class="secondary" onClick={props.onClose} disabled={busy}>

@@ -4,7 +4,15 @@ import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api';
 import { announce } from '../announce';
 import { ConfirmDialog } from '../components/dialog';
-import { apiErrorField, Field, FormError, numberValue, validate, type FieldErrors } from '../components/form';
+import {
+  apiErrorField,
+  BudgetFields,
+  Field,
+  FormError,
+  numberValue,
+  validate,
+  type FieldErrors,
+} from '../components/form';
 import { Empty, ErrorNote, Loading, TableWrap } from '../components/status';
 import { formatInteger, formatTime, formatUsd } from '../format';
 import { href } from '../router';
@@ -198,30 +206,7 @@ function CreateOrganizationForm({ onCreated }: { onCreated: (org: Organization) 
           onValue={set('id')}
           error={errors.id}
         />
-        <Field
-          id="requests"
-          label="Requests per minute"
-          inputMode="numeric"
-          value={values.requests}
-          onValue={set('requests')}
-          error={errors['budgets.requests']}
-        />
-        <Field
-          id="input-tokens"
-          label="Input tokens per minute"
-          inputMode="numeric"
-          value={values.input}
-          onValue={set('input')}
-          error={errors['budgets.input_tokens']}
-        />
-        <Field
-          id="output-tokens"
-          label="Output tokens per minute"
-          inputMode="numeric"
-          value={values.output}
-          onValue={set('output')}
-          error={errors['budgets.output_tokens']}
-        />
+        <BudgetFields idPrefix="" values={values} set={set} errors={errors} />
         <Field
           id="credit"
           label="Initial credit (USD)"
