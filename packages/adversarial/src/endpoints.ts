@@ -160,6 +160,14 @@ export function gatewayEndpoints(): EndpointTemplate[] {
     t('gateway', 'POST', `${admin}/{victimOrgId}/keys`, 'admin', { name: 'fuzz key' }),
     t('gateway', 'GET', `${admin}/{victimOrgId}/keys`, 'admin'),
     t('gateway', 'DELETE', `${admin}/{victimOrgId}/keys/{victimKeyId}`, 'admin'),
+    t('gateway', 'POST', `${admin}/{victimOrgId}/keys`, 'admin', { name: 'fuzz admin key', role: 'admin' }),
+    t('gateway', 'GET', '/admin/v1/models', 'admin'),
+    t('gateway', 'GET', '/metrics', 'none'),
+    // The console: its page, and sign-in with a wrong token (a 401 that also feeds the sign-in limit).
+    t('gateway', 'GET', '/console/', 'none'),
+    t('gateway', 'POST', '/console/api/session', 'none', { token: 'not-the-admin-token' }),
+    t('gateway', 'GET', '/console/api/session', 'none'),
+    t('gateway', 'DELETE', '/console/api/session', 'none'),
   ];
 }
 
@@ -169,6 +177,7 @@ export function sessionEndpoints(): EndpointTemplate[] {
     t('sessions', 'GET', '/health', 'none'),
     t('sessions', 'GET', '/healthz', 'none'),
     t('sessions', 'GET', '/readyz', 'none'),
+    t('sessions', 'GET', '/metrics', 'none'),
     t('sessions', 'GET', '/openapi.json', 'none'),
     t('sessions', 'POST', '/sessions', 'org', {}),
     t('sessions', 'POST', '/sessions', 'org', { state: sessionState() }, null, 'POST /sessions (state)'),
