@@ -19,7 +19,7 @@ export const LAST_USED_RESOLUTION_MS = 60_000;
 const TOUCH_KEY_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'last_used', ARGV[1]) end
 `;
-const touchKeyScript = luaScript(TOUCH_KEY_LUA);
+const touchKeyScript = luaScript(TOUCH_KEY_LUA, 'touch_key');
 
 /** Options of createKeyAuthenticator. */
 export interface KeyAuthenticatorOptions {

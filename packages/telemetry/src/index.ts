@@ -3,3 +3,4 @@ export * from './metrics-registry';
 export * from './telemetry-config';
 export * from './tracing';
 export * from './hot-metrics';
+export * from './script-metrics';

@@ -19,7 +19,7 @@ import { startTurnReaper } from './worker/start-reaper';
 import { startWorker } from './worker/start-worker';
 import { readWorkerStats } from './worker/worker-registry';
 import { loadWorkerConfig } from './worker-config';
-import { registerApiMetrics, WorkerMetrics } from './observability/session-metrics';
+import { countScriptCalls, registerApiMetrics, WorkerMetrics } from './observability/session-metrics';
 import { createMetricsRegistry, startMetricsServer, startTracing, tracingConfigured } from '@tollway/telemetry';
 
 /** Pending connections the kernel may queue (capped by net.core.somaxconn); Node's default is 511. */
@@ -49,9 +49,10 @@ async function main(): Promise<void> {
 
   const registry = config.metricsEnabled ? createMetricsRegistry('agent-session-api') : null;
   if (registry) {
+    // The store's, the registry's and the key authenticator's Lua scripts, by script name.
+    countScriptCalls(registry);
     registerApiMetrics(registry, {
-      totalSessions: () => store.count(),
-      runningSessions: () => store.runningCount(),
+      sessionsByStatus: () => store.countByStatus(),
       queueCounts: () => turnQueue.counts(),
       workerStats: () => readWorkerStats(redis, config.redisPrefix),
       longPollWaiters: () => hub.size,

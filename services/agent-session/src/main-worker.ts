@@ -1,6 +1,6 @@
 import { closeServer, createLogger, installShutdown, logUnhandledRejections } from '@tollway/service-kit';
 import { createMetricsRegistry, startMetricsServer, startTracing, tracingConfigured } from '@tollway/telemetry';
-import { WorkerMetrics } from './observability/session-metrics';
+import { countScriptCalls, WorkerMetrics } from './observability/session-metrics';
 import { startWorker } from './worker/start-worker';
 import { loadWorkerConfig } from './worker-config';
 
@@ -15,6 +15,8 @@ async function main(): Promise<void> {
   logUnhandledRejections(logger);
   const registry = config.metricsEnabled ? createMetricsRegistry('agent-session-worker') : null;
   const metrics = registry ? new WorkerMetrics(registry) : null;
+  // The store's and the worker registry's Lua scripts, by script name.
+  if (registry) countScriptCalls(registry);
   const worker = await startWorker(config, { logger, metrics, tracer: tracing?.tracer });
   const metricsServer =
     registry && config.metricsPort !== undefined

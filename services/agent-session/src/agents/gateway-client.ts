@@ -12,6 +12,27 @@ export interface GatewayClientOptions {
    * spans join the turn's trace; returns undefined when tracing is off.
    */
   traceparent?: () => string | undefined;
+  /** Told of every chat completion call (its span and metrics live in the worker). */
+  chatCalls?: ChatCallObserver;
+}
+
+/** How a chat call ended: the response's model, usage and finish reasons, or an `errorType`. */
+export interface ChatCallEnd {
+  responseModel?: string;
+  inputTokens?: number;
+  outputTokens?: number;
+  finishReasons?: string[];
+  /** Low-cardinality class of a failure: the HTTP status (`429`), `aborted` or `connection_error`. */
+  errorType?: string;
+}
+
+/** Observer of chat calls, as the turn child implements it. */
+export interface ChatCallObserver {
+  /**
+   * A chat call to `model` begins: resolves the `traceparent` to send (its own span's, undefined
+   * for the turn's) and the function to call once, when the call has ended.
+   */
+  start(model: string): Promise<{ traceparent: string | undefined; end(outcome: ChatCallEnd): void }>;
 }
 
 /**
@@ -24,21 +45,30 @@ const errorBodies = new WeakMap<object, string>();
 /** An `openai` client for the gateway with SDK retries off: agents retry through `callModel`. */
 export function createGatewayClient(options: GatewayClientOptions): OpenAI {
   const capturingFetch: typeof fetch = async (input, init) => {
-    const traceparent = options.traceparent?.();
+    const call = options.chatCalls && isChatCall(input, init) ? await options.chatCalls.start(modelOf(init)) : null;
+    const traceparent = call?.traceparent ?? options.traceparent?.();
     if (traceparent) {
       const headers = new Headers(init?.headers);
       headers.set('traceparent', traceparent);
       init = { ...init, headers };
     }
-    const response = await fetch(input, init);
+    let response: Response;
+    try {
+      response = await fetch(input, init);
+    } catch (err) {
+      call?.end({ errorType: init?.signal?.aborted ? 'aborted' : 'connection_error' });
+      throw err;
+    }
     if (!response.ok) {
       const text = await response
         .clone()
         .text()
         .catch(() => '');
       errorBodies.set(response.headers, text);
+      call?.end({ errorType: String(response.status) });
+      return response;
     }
-    return response;
+    return call ? observedResponse(response, call.end) : response;
   };
   return new OpenAI({
     baseURL: options.baseURL,
@@ -47,6 +77,66 @@ export function createGatewayClient(options: GatewayClientOptions): OpenAI {
     timeout: options.timeoutMs,
     fetch: capturingFetch,
   });
+}
+
+/** A POST to `…/chat/completions`. */
+function isChatCall(input: Parameters<typeof fetch>[0], init: RequestInit | undefined): boolean {
+  const url = typeof input === 'string' ? input : input instanceof URL ? input.pathname : input.url;
+  return init?.method === 'POST' && typeof init.body === 'string' && url.endsWith('/chat/completions');
+}
+
+/** `model` of a chat request body (the SDK's JSON string). */
+function modelOf(init: RequestInit | undefined): string {
+  try {
+    const model = (JSON.parse(init?.body as string) as { model?: unknown }).model;
+    return typeof model === 'string' ? model : '';
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * The response handed to the SDK, the call ended once its body is read and before the SDK sees
+ * it, so the call's end reaches the worker ahead of the turn's result: a JSON completion is read
+ * here for its usage and handed on as text; a stream (no usage without parsing its events) ends
+ * when its last chunk has passed through.
+ */
+async function observedResponse(response: Response, end: (outcome: ChatCallEnd) => void): Promise<Response> {
+  const init = { status: response.status, statusText: response.statusText, headers: response.headers };
+  if (response.headers.get('content-type')?.includes('text/event-stream') && response.body) {
+    return new Response(response.body.pipeThrough(new TransformStream({ flush: () => end({}) })), init);
+  }
+  let text: string;
+  try {
+    text = await response.text();
+  } catch (err) {
+    end({ errorType: 'connection_error' });
+    throw err;
+  }
+  try {
+    end(usageOf(JSON.parse(text) as ChatCompletionLike));
+  } catch {
+    end({ errorType: 'invalid_response' });
+  }
+  return new Response(text, init);
+}
+
+interface ChatCompletionLike {
+  model?: unknown;
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
+  choices?: Array<{ finish_reason?: unknown }>;
+}
+
+function usageOf(completion: ChatCompletionLike): ChatCallEnd {
+  const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
+  return {
+    responseModel: typeof completion.model === 'string' ? completion.model : undefined,
+    inputTokens: count(completion.usage?.prompt_tokens),
+    outputTokens: count(completion.usage?.completion_tokens),
+    finishReasons: (completion.choices ?? [])
+      .map((choice) => choice.finish_reason)
+      .filter((reason): reason is string => typeof reason === 'string'),
+  };
 }
 
 /** The gateway's own error message of a failed model call (envelope, flat engine error or text body). */

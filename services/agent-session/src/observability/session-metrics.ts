@@ -1,25 +1,52 @@
 import { Gauge, type Registry } from 'prom-client';
+import { observeScriptCalls } from '@tollway/accounts';
+import { SESSION_STATUSES, type SessionStatus } from '@tollway/contracts';
+import type { ChatCallEnd } from '../agents/gateway-client';
+import { CHAT_PROVIDER } from './turn-trace';
 import {
   GEN_AI_BUCKETS,
   GEN_AI_LABELS,
   GEN_AI_METRICS,
   HotCounter,
   HotHistogram,
+  scriptCallMetrics,
   type CounterChild,
   type HistogramChild,
 } from '@tollway/telemetry';
 
+/**
+ * Distinct models given a series of their own by the worker's client metrics; calls to further
+ * models (the agent may take the model from `user_params`) share the `_OTHER` series, so a client
+ * cannot grow the label set without bound.
+ */
+export const MAX_CHAT_MODELS = 64;
+
+/** The shared model label past MAX_CHAT_MODELS. */
+export const OTHER_MODEL = '_OTHER';
+
+/** The series of one model's chat calls. */
+interface ChatSeries {
+  /** The model label: the model, or OTHER_MODEL. */
+  label: string;
+  duration: HistogramChild;
+  inputTokens: HistogramChild;
+  outputTokens: HistogramChild;
+  /** Duration of failed calls, by `error.type` (resolved on first use of each type). */
+  failed: Map<string, HistogramChild>;
+}
+
 /** How a turn ended, as counted by `tollway_turns_total`. */
 export type TurnMetricOutcome = 'succeeded' | 'failed' | 'cancelled' | 'timed_out';
+
+const CLIENT_LABELS = [GEN_AI_LABELS.operationName, GEN_AI_LABELS.providerName, GEN_AI_LABELS.requestModel];
+const CLIENT_LABELS_WITH_ERROR = [...CLIENT_LABELS, GEN_AI_LABELS.errorType];
 
 const TURN_OUTCOMES: readonly TurnMetricOutcome[] = ['succeeded', 'failed', 'cancelled', 'timed_out'];
 
 /** Numbers the API reads when Prometheus scrapes it. */
 export interface ApiMetricsSources {
-  /** Sessions held (all organizations). */
-  totalSessions(): Promise<number>;
-  /** Sessions running a turn now. */
-  runningSessions(): Promise<number>;
+  /** Sessions held per status (all organizations). */
+  sessionsByStatus(): Promise<Record<SessionStatus, number>>;
   /** Turn jobs waiting, active and delayed in the queue. */
   queueCounts(): Promise<{ waiting: number; active: number; delayed: number }>;
   /** Running and configured worker processes, cluster-wide. */
@@ -30,20 +57,19 @@ export interface ApiMetricsSources {
 
 /**
  * The API's gauges, all read at scrape time from Redis, the queue and the event hub (nothing on
- * the request path). Sessions are split `running` / `idle_or_error`: the store keeps the running
- * set and the total, and telling idle from error would mean reading every session.
+ * the request path). Sessions by status are the store's own counts, kept by the scripts that
+ * change a status (three O(1) reads per scrape).
  */
 export function registerApiMetrics(registry: Registry, sources: ApiMetricsSources): void {
   const registers = [registry];
   new Gauge({
     name: 'tollway_sessions',
-    help: 'Sessions held, by status (running; idle_or_error)',
+    help: 'Sessions held, by status (idle, running, error)',
     labelNames: ['status'],
     registers,
     async collect() {
-      const [total, running] = await Promise.all([sources.totalSessions(), sources.runningSessions()]);
-      this.set({ status: 'running' }, running);
-      this.set({ status: 'idle_or_error' }, Math.max(0, total - running));
+      const counts = await sources.sessionsByStatus();
+      for (const status of SESSION_STATUSES) this.set({ status }, counts[status]);
     },
   });
   new Gauge({
@@ -83,12 +109,23 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
   });
 }
 
+/**
+ * Counts this process's Lua script calls (the session store's, the worker registry's, the key
+ * authenticator's) in `tollway_redis_script_*` of `registry`, by script name. One per process.
+ */
+export function countScriptCalls(registry: Registry): void {
+  observeScriptCalls(scriptCallMetrics(registry));
+}
+
 /** A worker's counters: turns, their duration, webhook deliveries, reaper recoveries. */
 export class WorkerMetrics {
   private readonly started: CounterChild;
   private readonly ended: Record<TurnMetricOutcome, [CounterChild, HistogramChild, HistogramChild]>;
   private readonly deliveries: Record<'delivered' | 'failed', [CounterChild, HistogramChild]>;
   private readonly recoveries: CounterChild;
+  private readonly clientDuration: HotHistogram;
+  private readonly tokenUsage: HotHistogram;
+  private readonly chatSeries = new Map<string, ChatSeries>();
 
   constructor(readonly registry: Registry) {
     this.started = new HotCounter(
@@ -112,13 +149,23 @@ export class WorkerMetrics {
       },
       registry,
     );
-    // The turn as the agent's caller sees it: gen_ai.client.operation.duration of `invoke_agent`.
-    const agentDuration = new HotHistogram(
+    // gen_ai.client.operation.duration of `invoke_agent` (the turn, as the agent's caller sees
+    // it; no request model) and of `chat` (each model call the agent makes, by request model).
+    this.clientDuration = new HotHistogram(
       {
         name: GEN_AI_METRICS.clientOperationDuration.prometheus,
-        help: `${GEN_AI_METRICS.clientOperationDuration.otel}: duration of an agent invocation (one turn), in seconds`,
-        labelNames: [GEN_AI_LABELS.operationName, GEN_AI_LABELS.errorType],
+        help: `${GEN_AI_METRICS.clientOperationDuration.otel}: duration of an agent invocation (invoke_agent: one turn) or of one of its model calls (chat), in seconds`,
+        labelNames: CLIENT_LABELS_WITH_ERROR,
         buckets: GEN_AI_BUCKETS.duration,
+      },
+      registry,
+    );
+    this.tokenUsage = new HotHistogram(
+      {
+        name: GEN_AI_METRICS.clientTokenUsage.prometheus,
+        help: `${GEN_AI_METRICS.clientTokenUsage.otel}: tokens of one model call of an agent (input and output), as the gateway answered`,
+        labelNames: [...CLIENT_LABELS, GEN_AI_LABELS.tokenType],
+        buckets: GEN_AI_BUCKETS.tokens,
       },
       registry,
     );
@@ -128,7 +175,7 @@ export class WorkerMetrics {
         [
           turns.child(outcome),
           duration.child(outcome),
-          agentDuration.child('invoke_agent', outcome === 'succeeded' ? '' : outcome),
+          this.clientDuration.child('invoke_agent', CHAT_PROVIDER, '', outcome === 'succeeded' ? '' : outcome),
         ],
       ]),
     ) as WorkerMetrics['ended'];
@@ -174,6 +221,38 @@ export class WorkerMetrics {
     count.inc();
     duration.observe(seconds);
     agentDuration.observe(seconds);
+  }
+
+  /** A model call of an agent ended after `seconds` (timed in its turn's child process). */
+  chatCallEnded(model: string, seconds: number, outcome: ChatCallEnd): void {
+    const series = this.chatSeriesOf(model);
+    if (outcome.errorType) {
+      let failed = series.failed.get(outcome.errorType);
+      if (!failed) {
+        failed = this.clientDuration.child('chat', CHAT_PROVIDER, series.label, outcome.errorType);
+        series.failed.set(outcome.errorType, failed);
+      }
+      failed.observe(seconds);
+      return;
+    }
+    series.duration.observe(seconds);
+    if (outcome.inputTokens !== undefined) series.inputTokens.observe(outcome.inputTokens);
+    if (outcome.outputTokens !== undefined) series.outputTokens.observe(outcome.outputTokens);
+  }
+
+  private chatSeriesOf(model: string): ChatSeries {
+    let series = this.chatSeries.get(model);
+    if (series) return series;
+    const label = this.chatSeries.size < MAX_CHAT_MODELS ? model : OTHER_MODEL;
+    series = this.chatSeries.get(label) ?? {
+      label,
+      duration: this.clientDuration.child('chat', CHAT_PROVIDER, label, ''),
+      inputTokens: this.tokenUsage.child('chat', CHAT_PROVIDER, label, 'input'),
+      outputTokens: this.tokenUsage.child('chat', CHAT_PROVIDER, label, 'output'),
+      failed: new Map(),
+    };
+    this.chatSeries.set(label, series);
+    return series;
   }
 
   /** A webhook delivery attempt finished. */

@@ -12,6 +12,11 @@ export interface SessionKeys {
   activity: string;
   /** Sorted set: running session ids scored by the turn's start (ms). */
   running: string;
+  /**
+   * Set: the ids of sessions in `error` (a subset of `activity`), kept by the same scripts that
+   * change a status, so the count per status is ZCARD/SCARD, never a scan.
+   */
+  errored: string;
   /** Sorted set: one organization's session ids scored by creation (ms); `null` = sessions made without auth. */
   org(orgId: string | null): string;
 }
@@ -24,6 +29,7 @@ export function sessionKeys(prefix: string): SessionKeys {
     history: (id) => `${base}h:${id}`,
     activity: `${base}activity`,
     running: `${base}running`,
+    errored: `${base}errored`,
     org: (orgId) => (orgId === null ? `${base}no-org` : `${base}org:${orgId}`),
   };
 }

@@ -163,7 +163,13 @@ export class SessionStore {
   ): Promise<StartTurnResult> {
     const result = await startTurnScript.run(
       this.redis,
-      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.running],
+      [
+        this.keys.session(sessionId),
+        this.keys.history(sessionId),
+        this.keys.activity,
+        this.keys.running,
+        this.keys.errored,
+      ],
       [sessionId, org ?? ORG_NONE, turnId, this.clock(), JSON.stringify(message)],
     );
     return result as StartTurnResult;
@@ -197,18 +203,34 @@ export class SessionStore {
         : [outcome.error];
     const result = await finishTurnScript.run(
       this.redis,
-      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.running],
+      [
+        this.keys.session(sessionId),
+        this.keys.history(sessionId),
+        this.keys.activity,
+        this.keys.running,
+        this.keys.errored,
+      ],
       [sessionId, turnId, this.clock(), this.eventsChannel, outcome.kind, ...tail],
     );
     return result as 'applied' | 'stale';
   }
 
-  /** Turns running now, cluster-wide, with their start time (Unix ms); the worker's reaper reads it. */
-  /** Sessions running a turn now (one ZCARD; for the metrics). */
-  runningCount(): Promise<number> {
-    return this.redis.zcard(this.keys.running);
+  /**
+   * Sessions held per status, all organizations together, in one round trip of three O(1)
+   * commands: the status scripts keep `activity` (idle and error), `running` and `errored`.
+   */
+  async countByStatus(): Promise<Record<SessionStatus, number>> {
+    const results = await this.redis
+      .multi()
+      .zcard(this.keys.activity)
+      .zcard(this.keys.running)
+      .scard(this.keys.errored)
+      .exec();
+    const [settled, running, error] = [0, 1, 2].map((i) => Number(results?.[i]?.[1] ?? 0)) as [number, number, number];
+    return { idle: Math.max(0, settled - error), running, error };
   }
 
+  /** Turns running now, cluster-wide, with their start time (Unix ms); the worker's reaper reads it. */
   async listRunningTurns(): Promise<Array<{ sessionId: string; turnId: string; startedAt: number }>> {
     const flat = await this.redis.zrange(this.keys.running, 0, -1, 'WITHSCORES');
     if (flat.length === 0) return [];
@@ -267,6 +289,7 @@ export class SessionStore {
         this.keys.activity,
         this.keys.running,
         this.keys.org(org),
+        this.keys.errored,
       ],
       [sessionId, org ?? ORG_NONE, this.eventsChannel, this.cancelChannel, mode, cutoff],
     )) as string;

@@ -10,6 +10,7 @@ import type { TurnCancellations } from './turn-cancellations';
 import type { WorkerRegistration } from './worker-registry';
 import type { WorkerMetrics } from '../observability/session-metrics';
 import { TurnTrace } from '../observability/turn-trace';
+import { TurnChatCalls } from '../observability/chat-calls';
 import type { Tracer } from '@opentelemetry/api';
 
 /** What the processor needs. */
@@ -48,7 +49,9 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     const startedAt = clock();
     const trace = deps.tracer ? new TurnTrace(deps.tracer, turn) : null;
     const traceId = trace?.traceId ?? null;
+    const chatCalls = trace || deps.metrics ? new TurnChatCalls(trace, deps.metrics ?? null) : undefined;
     const ended = (outcome: Parameters<WorkerMetrics['turnEnded']>[0]) => {
+      chatCalls?.abandon(outcome === 'succeeded' ? 'abandoned' : outcome);
       deps.metrics?.turnEnded(outcome, (clock() - startedAt) / 1000);
       trace?.end(outcome);
     };
@@ -94,7 +97,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         sessionId,
         { history, message, userParams: turn.message.user_params },
         deps.turnTimeoutMs,
-        trace?.agentStarts(sessionId),
+        { traceparent: trace?.agentStarts(sessionId), chatCalls },
       );
       if (outcome.kind === 'cancelled') {
         logger.info('turn cancelled; agent process killed');
@@ -131,7 +134,10 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       logger.info('turn result discarded: the turn is no longer current');
       if (stillLeased) reportCancelled(deps, turn, context.history, durationMs, traceId);
     } catch (err) {
-      if (!(err instanceof WaitingError)) trace?.end('failed');
+      if (!(err instanceof WaitingError)) {
+        chatCalls?.abandon('failed');
+        trace?.end('failed');
+      }
       throw err;
     } finally {
       child?.release();

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import type { Logger } from '@tollway/service-kit';
 import type { AgentInput } from '../agents/agent.types';
 import type { StoredMessage } from '../store/session-store';
-import type { ChildInit, ChildMessage } from './child-protocol';
+import type { ChatCallSink, ChildInit, ChildMessage, ParentMessage } from './child-protocol';
 import { forkNodeFile, siblingFile } from './spawn-node';
 
 /** How a turn run in a child ended. */
@@ -23,6 +23,14 @@ export interface ChildPoolOptions {
   childFile?: string;
 }
 
+/** A turn's tracing and model-call reporting; absent parts are off. */
+export interface TurnTelemetry {
+  /** `traceparent` of the turn's invoke_agent span. */
+  traceparent?: string;
+  /** Receives the turn's chat calls as the child reports them. */
+  chatCalls?: ChatCallSink;
+}
+
 /** An idle child set aside for one turn. */
 export interface ChildReservation {
   /** Runs the turn in the reserved child (once). */
@@ -31,7 +39,7 @@ export interface ChildReservation {
     sessionId: string,
     input: AgentInput,
     timeoutMs: number,
-    traceparent?: string,
+    telemetry?: TurnTelemetry,
   ): Promise<ChildOutcome>;
   /** Hands the child back unused; a no-op after `run`. */
   release(): void;
@@ -41,7 +49,7 @@ interface PooledChild {
   process: ChildProcess;
   ready: boolean;
   /** The turn it runs now, if any. */
-  turn: { turnId: string; finish: (outcome: ChildOutcome) => void } | null;
+  turn: { turnId: string; finish: (outcome: ChildOutcome) => void; chatCalls: ChatCallSink | undefined } | null;
 }
 
 /** Delay before re-forking a child that died while starting, so a broken agent module cannot spin. */
@@ -81,9 +89,9 @@ export class ChildPool {
     if (!child) return null;
     let used = false;
     return {
-      run: (turnId, sessionId, input, timeoutMs, traceparent) => {
+      run: (turnId, sessionId, input, timeoutMs, telemetry) => {
         used = true;
-        return this.runOn(child, turnId, sessionId, input, cancel, timeoutMs, traceparent);
+        return this.runOn(child, turnId, sessionId, input, cancel, timeoutMs, telemetry ?? {});
       },
       release: () => {
         if (!used) this.release(child);
@@ -103,7 +111,7 @@ export class ChildPool {
     input: AgentInput,
     cancel: AbortSignal,
     timeoutMs: number,
-    traceparent: string | undefined,
+    telemetry: TurnTelemetry,
   ): Promise<ChildOutcome> {
     return new Promise<ChildOutcome>((resolve) => {
       let timer: NodeJS.Timeout | undefined;
@@ -126,7 +134,7 @@ export class ChildPool {
       if (!this.children.has(child)) {
         return resolve({ kind: 'crashed', error: 'turn failed: the agent process exited before the turn started' });
       }
-      child.turn = { turnId, finish };
+      child.turn = { turnId, finish, chatCalls: telemetry.chatCalls };
       cancel.addEventListener('abort', onCancel, { once: true });
       if (timeoutMs > 0) {
         timer = setTimeout(() => {
@@ -134,7 +142,8 @@ export class ChildPool {
           finish({ kind: 'timeout', error: `turn timed out after ${timeoutMs} ms` });
         }, timeoutMs);
       }
-      child.process.send({ type: 'run', turnId, sessionId, input, traceparent }, (err) => {
+      const run: ParentMessage = { type: 'run', turnId, sessionId, input, traceparent: telemetry.traceparent };
+      child.process.send(run, (err) => {
         if (err) {
           this.kill(child);
           finish({ kind: 'crashed', error: `turn failed: could not reach the agent process (${err.message})` });
@@ -187,6 +196,15 @@ export class ChildPool {
       this.options.logger.error('agent process failed to start', { err: message.error });
       this.firstReady?.reject(new Error(message.error));
       this.firstReady = null;
+    } else if (message.type === 'chat-start') {
+      const current = child.turn?.turnId === message.turnId ? child.turn : null;
+      const traceparent = current?.chatCalls?.started(message);
+      if (message.wantsTraceparent) {
+        const answer: ParentMessage = { type: 'chat-traceparent', callId: message.callId, traceparent };
+        child.process.send(answer, () => undefined);
+      }
+    } else if (message.type === 'chat-end') {
+      if (child.turn?.turnId === message.turnId) child.turn.chatCalls?.ended(message);
     } else if (message.type === 'done') {
       child.turn?.finish(
         message.ok

@@ -1,4 +1,5 @@
 import type { AgentInput, AgentSettings } from '../agents/agent.types';
+import type { ChatCallEnd } from '../agents/gateway-client';
 import type { StoredMessage } from '../store/session-store';
 
 /** Everything a turn child process needs, sent once right after it is forked. */
@@ -23,12 +24,56 @@ export interface ChildRun {
   traceparent?: string;
 }
 
+/** Parent → child: the `traceparent` of a chat call's span (answer to a `chat-start` asking for it). */
+export interface ChildChatTraceparent {
+  type: 'chat-traceparent';
+  callId: number;
+  /** Absent when the call has no span (tracing off, or the turn is no longer current). */
+  traceparent?: string;
+}
+
 /** Messages the parent sends. */
-export type ParentMessage = ChildInit | ChildRun;
+export type ParentMessage = ChildInit | ChildRun | ChildChatTraceparent;
+
+/**
+ * Child → parent: a chat call of the running turn begins. With `wantsTraceparent` (tracing on)
+ * the child waits for the `chat-traceparent` answer before sending the request.
+ */
+export interface ChatStartMessage {
+  type: 'chat-start';
+  turnId: string;
+  /** Unique within the child process. */
+  callId: number;
+  /** `model` of the request body. */
+  model: string;
+  wantsTraceparent: boolean;
+}
+
+/** Child → parent: a chat call ended, with its usage or its `errorType`, timed in the child. */
+export interface ChatEndMessage extends ChatCallEnd {
+  type: 'chat-end';
+  turnId: string;
+  callId: number;
+  /** From the request's start to the end of its response body, in seconds. */
+  durationSeconds: number;
+}
+
+/**
+ * The worker's side of a turn's chat calls (the spans and the client metrics); the pool hands it
+ * the `chat-start` and `chat-end` messages of the turn it runs.
+ */
+export interface ChatCallSink {
+  /** A call began; returns the `traceparent` of its span (undefined without one). */
+  started(message: ChatStartMessage): string | undefined;
+  /** A call ended. */
+  ended(message: ChatEndMessage): void;
+}
 
 /** Messages the child sends: ready after loading the agent, a turn's result, or a fatal start-up error. */
 export type ChildMessage =
   | { type: 'ready' }
+  | ChatStartMessage
+  | ChatEndMessage
   | { type: 'fatal'; error: string }
   | { type: 'done'; turnId: string; ok: true; messages: StoredMessage[]; totalTokens: number }
   | { type: 'done'; turnId: string; ok: false; error: string };

@@ -1,7 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import { createLogger, type Logger } from '@tollway/service-kit';
 import { resolveAgentExport, type Agent, type AgentContext } from '../agents/agent.types';
-import { createGatewayClient } from '../agents/gateway-client';
+import { createGatewayClient, type ChatCallObserver } from '../agents/gateway-client';
 import type { ChildInit, ChildMessage, ChildRun, ParentMessage } from './child-protocol';
 
 /**
@@ -14,8 +14,44 @@ let agent: Agent | null = null;
 let base: Omit<AgentContext, 'logger' | 'signal'> | null = null;
 let logger: Logger | null = null;
 const turnAborts = new Set<AbortController>();
-/** `traceparent` of the turn running now (one at a time per child), put on its model calls. */
+/** The turn running now (one at a time per child). */
+let turnId: string | undefined;
+/** `traceparent` of the turn's invoke_agent span, put on its model calls; absent when tracing is off. */
 let turnTraceparent: string | undefined;
+let lastCallId = 0;
+/** Chat calls waiting for their span's `traceparent` from the parent, by call id. */
+const awaitingTraceparent = new Map<number, (traceparent: string | undefined) => void>();
+
+/**
+ * The chat calls of a turn are reported to the parent, which owns their spans and the client
+ * metrics: it outlives this process (killed by SIGKILL on a cancel or a timeout, its buffered
+ * spans would be lost, and the gateway's span would point at a parent that never arrives), it
+ * already holds the turn's invoke_agent span, and it serves /metrics. With tracing on, a call
+ * waits one IPC round trip (well under a millisecond) for its span's `traceparent`.
+ */
+const chatCalls: ChatCallObserver = {
+  async start(model) {
+    const callId = ++lastCallId;
+    const callTurnId = turnId ?? '';
+    const wantsTraceparent = turnTraceparent !== undefined;
+    const startedAt = performance.now();
+    const answered = wantsTraceparent
+      ? new Promise<string | undefined>((resolve) => awaitingTraceparent.set(callId, resolve))
+      : Promise.resolve(undefined);
+    send({ type: 'chat-start', turnId: callTurnId, callId, model, wantsTraceparent });
+    const traceparent = await answered;
+    let ended = false;
+    return {
+      traceparent,
+      end(outcome) {
+        if (ended) return;
+        ended = true;
+        const durationSeconds = (performance.now() - startedAt) / 1000;
+        send({ type: 'chat-end', turnId: callTurnId, callId, durationSeconds, ...outcome });
+      },
+    };
+  },
+};
 
 /** The parent is gone (IPC closed): stop, so an orphaned turn makes no further model calls. */
 function exitOrphaned(): never {
@@ -51,6 +87,7 @@ async function init(message: ChildInit): Promise<void> {
       apiKey: message.gatewayApiKey,
       timeoutMs: message.gatewayTimeoutMs,
       traceparent: () => turnTraceparent,
+      chatCalls,
     }),
     settings: message.settings,
   };
@@ -64,6 +101,7 @@ async function run(message: ChildRun): Promise<void> {
   }
   const abort = new AbortController();
   turnAborts.add(abort);
+  turnId = message.turnId;
   turnTraceparent = message.traceparent;
   const turnLogger = logger.child({ session_id: message.sessionId, turn_id: message.turnId });
   try {
@@ -82,6 +120,7 @@ async function run(message: ChildRun): Promise<void> {
   } catch (err) {
     send({ type: 'done', turnId: message.turnId, ok: false, error: err instanceof Error ? err.message : String(err) });
   } finally {
+    turnId = undefined;
     turnTraceparent = undefined;
     turnAborts.delete(abort);
   }
@@ -90,6 +129,10 @@ async function run(message: ChildRun): Promise<void> {
 process.on('message', (message: ParentMessage) => {
   if (message.type === 'init') void init(message);
   else if (message.type === 'run') void run(message);
+  else if (message.type === 'chat-traceparent') {
+    awaitingTraceparent.get(message.callId)?.(message.traceparent);
+    awaitingTraceparent.delete(message.callId);
+  }
 });
 
 process.on('disconnect', exitOrphaned);

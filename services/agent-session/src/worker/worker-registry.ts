@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { LuaScript } from '../store/lua-script';
+import { luaScript } from '@tollway/accounts';
 
 /**
  * Cluster-wide bookkeeping of live workers and the turns they run, in Redis:
@@ -52,7 +52,7 @@ const NOW_MS = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 
  * KEYS: live, concurrency, leases. ARGV: none.
  * Drops expired workers, then returns { sum of live concurrency, count of unexpired leases }.
  */
-const READ_STATS = new LuaScript(
+const READ_STATS = luaScript(
   `${NOW_MS}
 local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 if #dead > 0 then
@@ -66,46 +66,46 @@ if #live > 0 then
   for _, v in ipairs(values) do total = total + (tonumber(v) or 0) end
 end
 return { total, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') }`,
-  3,
+  'worker_stats',
 );
 
 /**
  * KEYS: live, concurrency, leases. ARGV: worker id, concurrency, ttl ms, lease members...
  * Registers or refreshes the worker and pushes the expiry of each of its leases that still exists.
  */
-const HEARTBEAT = new LuaScript(
+const HEARTBEAT = luaScript(
   `${NOW_MS}
 local ttl = tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 for i = 4, #ARGV do redis.call('ZADD', KEYS[3], 'XX', now + ttl, ARGV[i]) end
 return 1`,
-  3,
+  'worker_heartbeat',
 );
 
 /** KEYS: live, concurrency. ARGV: worker id. Removes the worker at once (orderly shutdown). */
-const DEREGISTER = new LuaScript(
+const DEREGISTER = luaScript(
   `redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return 1`,
-  2,
+  'worker_deregister',
 );
 
 /** KEYS: leases, lease-jobs. ARGV: member, ttl ms, job JSON. Takes a lease on one executing turn. */
-const ACQUIRE_LEASE = new LuaScript(
+const ACQUIRE_LEASE = luaScript(
   `${NOW_MS}
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 return 1`,
-  2,
+  'lease_acquire',
 );
 
 /** KEYS: leases, lease-jobs. ARGV: member. Releases a lease; returns 1 if this call removed it. */
-const RELEASE_LEASE = new LuaScript(
+const RELEASE_LEASE = luaScript(
   `local removed = redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return removed`,
-  2,
+  'lease_release',
 );
 
 /**
@@ -113,7 +113,7 @@ return removed`,
  * Claims up to `limit` expired leases: removes them and returns { member, job JSON or false, ... }.
  * Atomic, so of several reapers exactly one claims each orphan.
  */
-const CLAIM_EXPIRED = new LuaScript(
+const CLAIM_EXPIRED = luaScript(
   `${NOW_MS}
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
 local out = {}
@@ -125,7 +125,7 @@ for _, m in ipairs(members) do
   table.insert(out, job)
 end
 return out`,
-  2,
+  'lease_claim',
 );
 
 function leaseMember(sessionId: string, turnId: string): string {

@@ -26,7 +26,7 @@ export interface ApiReplica {
 
 /** Options of startReplica: everything of AppDeps a test may want to change. */
 export type ReplicaOptions = Partial<
-  Pick<AppDeps, 'authenticator' | 'maxSessions' | 'allowCustomIds' | 'clock' | 'turnQueue'>
+  Pick<AppDeps, 'authenticator' | 'maxSessions' | 'allowCustomIds' | 'clock' | 'turnQueue' | 'metricsRegistry'>
 >;
 
 /** A unique key prefix for one test file. */
@@ -56,6 +56,7 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
     allowCustomIds: options.allowCustomIds ?? false,
     maxBodyBytes: 1024 * 1024,
     clock: options.clock,
+    metricsRegistry: options.metricsRegistry,
   });
   return {
     app,

@@ -222,12 +222,20 @@ describe('metrics of the three processes', () => {
     expect(
       delta('worker', 'gen_ai_client_operation_duration_seconds_count', { gen_ai_operation_name: 'invoke_agent' }),
     ).toBe(2);
+    // The agents' model calls as the worker saw them (gen_ai.client.*, operation chat): 5 input
+    // and 2 output tokens each, as the engine answered.
+    const chatCall = { gen_ai_operation_name: 'chat', gen_ai_request_model: ECHO };
+    expect(delta('worker', 'gen_ai_client_operation_duration_seconds_count', { ...chatCall, error_type: '' })).toBe(2);
+    expect(delta('worker', 'gen_ai_client_token_usage_sum', { ...chatCall, gen_ai_token_type: 'input' })).toBe(10);
+    expect(delta('worker', 'gen_ai_client_token_usage_sum', { ...chatCall, gen_ai_token_type: 'output' })).toBe(4);
+    expect(delta('worker', 'gen_ai_client_token_usage_count', { ...chatCall, gen_ai_token_type: 'output' })).toBe(2);
     expect(delta('worker', 'tollway_webhook_deliveries_total', { outcome: 'delivered' })).toBe(2);
     expect(delta('worker', 'tollway_webhook_delivery_duration_seconds_count', { outcome: 'delivered' })).toBe(2);
 
     // The API's gauges: this prefix holds exactly the two sessions, both idle now.
-    expect(sampleSum(after.api, 'tollway_sessions', { status: 'idle_or_error' })).toBe(2);
+    expect(sampleSum(after.api, 'tollway_sessions', { status: 'idle' })).toBe(2);
     expect(sampleSum(after.api, 'tollway_sessions', { status: 'running' })).toBe(0);
+    expect(sampleSum(after.api, 'tollway_sessions', { status: 'error' })).toBe(0);
     expect(sampleSum(after.api, 'tollway_workers_max')).toBe(1);
     // The turn's lease goes just after its webhook: the gauge, read from the registry, follows.
     await waitFor(
@@ -265,7 +273,7 @@ describe('metrics of the three processes', () => {
 describe('one trace from the session API to the engine', () => {
   const byId = (spans: ReceivedSpan[], id: string) => spans.find((span) => span.spanId === id);
 
-  it('links API → worker turn → invoke_agent → gateway → engine, and the webhook names the trace', async () => {
+  it('links API → worker turn → invoke_agent → chat (client) → gateway → engine, and the webhook names the trace', async () => {
     const sessionId = await runTurn();
     const payload = await webhookFor(sessionId);
     const traceId = payload.trace_metrics?.trace_id;
@@ -278,7 +286,9 @@ describe('one trace from the session API to the engine', () => {
         (span) => span.service === 'inference-gateway' && span.name === `chat ${ECHO}` && span.kind === 3,
       ) &&
         found.some((span) => span.service === 'agent-session-api') &&
-        found.some((span) => span.name === 'process agent-turns')
+        found.some((span) => span.name === 'process agent-turns') &&
+        found.some((span) => span.name === 'invoke_agent') &&
+        found.some((span) => span.service === 'agent-session-worker' && span.kind === 3)
         ? found
         : false;
     }, 15_000);
@@ -293,8 +303,21 @@ describe('one trace from the session API to the engine', () => {
       'gen_ai.operation.name': 'invoke_agent',
       'gen_ai.conversation.id': sessionId,
     });
+    // The agent's model call: a client span under invoke_agent, whose traceparent the gateway got.
+    const client = spans.find((span) => span.service === 'agent-session-worker' && span.kind === 3)!;
+    expect(client).toMatchObject({ name: `chat ${ECHO}`, parentSpanId: agent.spanId });
+    expect(client.attributes).toMatchObject({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'tollway',
+      'gen_ai.request.model': ECHO,
+      'gen_ai.response.model': ECHO,
+      'gen_ai.usage.input_tokens': 5,
+      'gen_ai.usage.output_tokens': 2,
+      'gen_ai.response.finish_reasons': ['stop'],
+    });
+    expect(client.attributes['error.type']).toBeUndefined();
     const server = spans.find((span) => span.service === 'inference-gateway' && span.kind === 2)!;
-    expect(server).toMatchObject({ name: `chat ${ECHO}`, parentSpanId: agent.spanId });
+    expect(server).toMatchObject({ name: `chat ${ECHO}`, parentSpanId: client.spanId });
     expect(server.attributes).toMatchObject({
       'gen_ai.operation.name': 'chat',
       'gen_ai.request.model': ECHO,

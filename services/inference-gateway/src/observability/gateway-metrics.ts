@@ -6,6 +6,7 @@ import {
   GEN_AI_METRICS,
   HotCounter,
   HotHistogram,
+  scriptCallMetrics,
   type CounterChild,
   type HistogramChild,
 } from '@tollway/telemetry';
@@ -138,7 +139,8 @@ export class GatewayMetrics {
         this.set(streamsOpen());
       },
     });
-    registerScriptMetrics(registry);
+    // Redis script calls (admit, settle, return, admin scripts) and their round-trip latency.
+    observeScriptCalls(scriptCallMetrics(registry));
     registerReplicaMetrics(registers, sources.engines);
     if (sources.admissionStats) registerAdmissionMetrics(registers, sources.admissionStats);
   }
@@ -175,31 +177,6 @@ export class GatewayMetrics {
       },
     };
   }
-}
-
-/** Redis script calls (admit, settle, return, admin scripts) and their round-trip latency. */
-function registerScriptMetrics(registry: Registry): void {
-  const calls = new HotCounter(
-    {
-      name: 'tollway_redis_script_calls_total',
-      help: 'Lua script calls sent to Redis, by script',
-      labelNames: ['script'],
-    },
-    registry,
-  );
-  const duration = new HotHistogram(
-    {
-      name: 'tollway_redis_script_duration_seconds',
-      help: 'Round trip of a Lua script call (of its pipeline when batched), by script, in seconds',
-      labelNames: ['script'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
-    },
-    registry,
-  );
-  observeScriptCalls((name, seconds) => {
-    calls.child(name).inc();
-    duration.child(name).observe(seconds);
-  });
 }
 
 /** Engine replicas: in-flight, errors, retries, health, read from the engines at scrape time. */

@@ -1,4 +1,4 @@
-import { LuaScript } from '../lua-script';
+import { luaScript } from '@tollway/accounts';
 
 /**
  * Creates an idle session unless the id exists or the cap is reached. The session count is
@@ -9,7 +9,7 @@ import { LuaScript } from '../lua-script';
  * ARGV[5..] preloaded history, one JSON message each
  * returns 1 created, 0 id exists, -1 cap reached
  */
-export const createSessionScript = new LuaScript(
+export const createSessionScript = luaScript(
   `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[4]) then return -1 end
@@ -21,5 +21,5 @@ redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
 return 1
 `,
-  5,
+  'session_create',
 );

@@ -1,4 +1,4 @@
-import { LuaScript } from '../lua-script';
+import { luaScript } from '@tollway/accounts';
 
 /**
  * Removes a session and every trace of it (hash, history, index entries) at once. In 'delete'
@@ -6,16 +6,20 @@ import { LuaScript } from '../lua-script';
  * In 'sweep' mode (the TTL sweeper) the session is kept unless it is idle or errored and its
  * last activity is at or before the cutoff; an index entry without a session is dropped.
  *
- * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] org index zset
+ * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] org index zset,
+ * KEYS[6] errored set
  * ARGV[1] session id, ARGV[2] org ('' = none), ARGV[3] events channel, ARGV[4] cancel channel,
  * ARGV[5] 'delete' | 'sweep', ARGV[6] sweep cutoff (ms, sweep mode only)
  * returns 'deleted', 'missing' (absent or another org's) or 'kept' (sweep mode: not expired)
  */
-export const deleteSessionScript = new LuaScript(
+export const deleteSessionScript = luaScript(
   `
 local s = redis.call('HMGET', KEYS[1], 'status', 'org', 'turn_id')
 if not s[1] then
-  if ARGV[5] == 'sweep' then redis.call('ZREM', KEYS[3], ARGV[1]) end
+  if ARGV[5] == 'sweep' then
+    redis.call('ZREM', KEYS[3], ARGV[1])
+    redis.call('SREM', KEYS[6], ARGV[1])
+  end
   return 'missing'
 end
 if s[2] ~= ARGV[2] then return 'missing' end
@@ -28,11 +32,12 @@ redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
+redis.call('SREM', KEYS[6], ARGV[1])
 if s[1] == 'running' and s[3] then
   redis.call('PUBLISH', ARGV[4], cjson.encode({ session_id = ARGV[1], turn_id = s[3] }))
 end
 redis.call('PUBLISH', ARGV[3], cjson.encode({ session_id = ARGV[1], status = 'deleted' }))
 return 'deleted'
 `,
-  5,
+  'session_delete',
 );

@@ -1,4 +1,4 @@
-import { LuaScript } from '../lua-script';
+import { luaScript } from '@tollway/accounts';
 
 /**
  * Ends a turn compare-and-set: only while the session is running this very turn. Success
@@ -6,13 +6,13 @@ import { LuaScript } from '../lua-script';
  * message and appends nothing. Publishes the session event that wakes long-polls, carrying the
  * outcome (`response` JSON or `error`) so a woken long-poll answers without reading the session.
  *
- * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset
+ * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] errored set
  * ARGV[1] session id, ARGV[2] turn id, ARGV[3] now (ms), ARGV[4] events channel,
  * ARGV[5] 'success' | 'error', ARGV[6] response JSON (success) or error message (error),
  * ARGV[7..] messages to append (success), one JSON message each
  * returns 'applied', or 'stale' when the session is gone or runs another turn (nothing written)
  */
-export const finishTurnScript = new LuaScript(
+export const finishTurnScript = luaScript(
   `
 local s = redis.call('HMGET', KEYS[1], 'status', 'turn_id')
 if s[1] ~= 'running' or s[2] ~= ARGV[2] then return 'stale' end
@@ -25,6 +25,7 @@ if ARGV[5] == 'success' then
   redis.call('HSET', KEYS[1], 'status', 'idle', 'response', ARGV[6], 'updated_at', ARGV[3])
 else
   redis.call('HSET', KEYS[1], 'status', 'error', 'error', ARGV[6], 'updated_at', ARGV[3])
+  redis.call('SADD', KEYS[5], ARGV[1])
 end
 redis.call('HDEL', KEYS[1], 'turn_id', 'started_at')
 redis.call('ZREM', KEYS[4], ARGV[1])
@@ -34,5 +35,5 @@ if status == 'idle' then event.response = ARGV[6] else event.error = ARGV[6] end
 redis.call('PUBLISH', ARGV[4], cjson.encode(event))
 return 'applied'
 `,
-  4,
+  'turn_finish',
 );

@@ -1,14 +1,14 @@
-import { LuaScript } from '../lua-script';
+import { luaScript } from '@tollway/accounts';
 
 /**
  * Moves an idle or errored session to running with a new turn id and appends the user message;
  * of concurrent sends exactly one gets 'ok'. Clears `response` and `error` (null while running).
  *
- * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset
+ * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] errored set
  * ARGV[1] session id, ARGV[2] caller's org ('' = none), ARGV[3] turn id, ARGV[4] now (ms), ARGV[5] message JSON
  * returns 'ok', 'missing' (absent or another org's) or 'busy' (a turn is running)
  */
-export const startTurnScript = new LuaScript(
+export const startTurnScript = luaScript(
   `
 local s = redis.call('HMGET', KEYS[1], 'status', 'org')
 if not s[1] or s[2] ~= ARGV[2] then return 'missing' end
@@ -18,7 +18,8 @@ redis.call('HDEL', KEYS[1], 'response', 'error')
 redis.call('RPUSH', KEYS[2], ARGV[5])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
+redis.call('SREM', KEYS[5], ARGV[1])
 return 'ok'
 `,
-  4,
+  'turn_start',
 );
