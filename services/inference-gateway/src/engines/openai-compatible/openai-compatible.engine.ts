@@ -1,5 +1,4 @@
 import type { ChatCompletionChunk, ChatCompletionResponse } from '@tollway/contracts';
-import type { Dispatcher } from 'undici';
 import { ServiceError } from '@tollway/service-kit';
 import type { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
 import { badEngineResponse, engineResponseTooLarge, engineUnavailable, upstreamTimeout } from '../../errors';
@@ -21,6 +20,7 @@ import {
   type EngineCall,
   type ReplicaStats,
 } from '../engine.types';
+import { exchange, type EngineBody, type EngineResponse } from './engine-exchange';
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
 import { toEngineBody } from './to-engine';
 
@@ -144,22 +144,25 @@ export class OpenAICompatibleEngine implements Engine {
   }
 
   /** Sends to the best replica; on a connect error or a 5xx, once more to another. Resolves on a 200. */
-  private async send(call: EngineCall): Promise<{ replica: Replica; response: Dispatcher.ResponseData }> {
+  private async send(call: EngineCall): Promise<{ replica: Replica; response: EngineResponse }> {
     let replica = this.replicas.pick();
     for (let attempt = 1; ; attempt++) {
       replica.outstanding++;
-      let response: Dispatcher.ResponseData;
+      let response: EngineResponse;
       try {
-        response = await replica.pool.request({
-          method: 'POST',
-          path: replica.chatPath,
-          headers: call.traceparent ? { ...replica.headers, traceparent: call.traceparent } : replica.headers,
-          body: toEngineBody(call.request, {
-            upstreamModel: replica.upstreamModel,
-            continuousUsage: this.continuousUsage,
-          }),
-          signal: call.signal,
-        });
+        response = await exchange(
+          replica.pool,
+          {
+            method: 'POST',
+            path: replica.chatPath,
+            headers: call.traceparent ? { ...replica.headers, traceparent: call.traceparent } : replica.headers,
+            body: toEngineBody(call.request, {
+              upstreamModel: replica.upstreamModel,
+              continuousUsage: this.continuousUsage,
+            }),
+          },
+          call.signal,
+        );
       } catch (err) {
         replica.outstanding--;
         if (call.signal.aborted) throw new EngineAbortedError(null);
@@ -183,7 +186,7 @@ export class OpenAICompatibleEngine implements Engine {
           continue;
         }
         const body = await this.readBounded(response.body);
-        throw new EngineHttpError(response.statusCode, String(response.headers['content-type'] ?? ''), body);
+        throw new EngineHttpError(response.statusCode, response.contentType(), body);
       } catch (err) {
         throw this.duringBody(err, call.signal);
       } finally {
@@ -193,23 +196,19 @@ export class OpenAICompatibleEngine implements Engine {
   }
 
   /** Parses the engine's SSE into chunk batches; throws EngineStreamError when the stream breaks. */
-  private async *readChunks(
-    body: Dispatcher.ResponseData['body'],
-    replica: Replica,
-    signal: ClientAbort,
-  ): AsyncGenerator<StreamItem[]> {
+  private async *readChunks(body: EngineBody, replica: Replica, signal: ClientAbort): AsyncGenerator<StreamItem[]> {
     const parser = new SseParser(this.limits.maxEventBytes);
     let done = false;
     let received = 0;
     try {
       for await (const bytes of body) {
-        received += (bytes as Buffer).length;
+        received += bytes.length;
         if (received > this.limits.maxStreamBytes) {
           throw new EngineStreamError(`The engine stream grew past ${this.limits.maxStreamBytes} bytes.`, null);
         }
         const batch: StreamItem[] = [];
         let broken: unknown = null;
-        for (const payload of parser.push(bytes as Buffer)) {
+        for (const payload of parser.push(bytes)) {
           if (done || broken) continue;
           if (payload === '[DONE]') {
             done = true;
@@ -258,16 +257,16 @@ export class OpenAICompatibleEngine implements Engine {
    * A whole response body, refused with 502 `bad_engine_response` once it grows past
    * maxResponseBytes (the rest is not read: the connection is dropped, not drained).
    */
-  private async readBounded(body: Dispatcher.ResponseData['body']): Promise<Buffer> {
+  private async readBounded(body: EngineBody): Promise<Buffer> {
     const parts: Buffer[] = [];
     let size = 0;
     for await (const part of body) {
-      size += (part as Buffer).length;
+      size += part.length;
       if (size > this.limits.maxResponseBytes) {
         body.destroy();
         throw engineResponseTooLarge(this.modelId, this.limits.maxResponseBytes);
       }
-      parts.push(part as Buffer);
+      parts.push(part);
     }
     return parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, size);
   }

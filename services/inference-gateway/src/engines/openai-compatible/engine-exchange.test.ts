@@ -1,0 +1,167 @@
+import http from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { Pool } from 'undici';
+import { ClientAbort } from '../engine.types';
+import { DUMP_LIMIT_BYTES, exchange } from './engine-exchange';
+
+/** A real HTTP server whose answer each test sets, counting the connections it accepted. */
+class Upstream {
+  readonly server: http.Server;
+  connections = 0;
+  answer: (req: http.IncomingMessage, res: http.ServerResponse) => void = (_req, res) => res.end('ok');
+
+  constructor() {
+    this.server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => this.answer(req, res));
+    });
+    this.server.on('connection', () => {
+      this.connections++;
+    });
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+const POST = { method: 'POST' as const, path: '/v1/chat/completions', body: '{}' };
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('engine exchange (undici dispatch)', () => {
+  let upstream: Upstream;
+  let pool: Pool;
+
+  beforeEach(async () => {
+    upstream = new Upstream();
+    pool = new Pool(await upstream.start(), { connections: 1, pipelining: 1 });
+  });
+
+  afterEach(async () => {
+    await pool.destroy();
+    await upstream.close();
+  });
+
+  it('gives the status and content type, and the body in full across many reads', async () => {
+    const piece = Buffer.alloc(64 * 1024, 'a');
+    upstream.answer = (_req, res) => {
+      res.writeHead(201, { 'content-type': 'text/event-stream' });
+      let left = 64;
+      const more = () => {
+        while (left > 0) {
+          left--;
+          if (!res.write(piece)) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      more();
+    };
+    const response = await exchange(pool, POST, new ClientAbort());
+    expect(response.statusCode).toBe(201);
+    expect(response.contentType()).toBe('text/event-stream');
+    let size = 0;
+    let reads = 0;
+    for await (const part of response.body) {
+      size += part.length;
+      reads++;
+    }
+    expect(size).toBe(64 * piece.length);
+    expect(reads).toBeGreaterThan(1);
+  });
+
+  it('stops reading the connection while a read waits unconsumed (backpressure reaches the engine)', async () => {
+    const total = 256 * 1024 * 1024;
+    let written = 0;
+    upstream.answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const piece = Buffer.alloc(1024 * 1024);
+      const more = () => {
+        while (written < total) {
+          written += piece.length;
+          if (!res.write(piece)) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      more();
+    };
+    const response = await exchange(pool, POST, new ClientAbort());
+    const reader = response.body[Symbol.asyncIterator]();
+    await reader.next();
+    await sleep(200);
+    const held = written;
+    await sleep(200);
+    // Nobody read, so the engine stopped at what the socket buffers hold, far from the whole answer.
+    expect(written).toBe(held);
+    expect(written).toBeLessThan(64 * 1024 * 1024);
+    await reader.return?.();
+  });
+
+  it('dump keeps a short body’s connection for the next request and drops a long one', async () => {
+    upstream.answer = (_req, res) => res.end('x'.repeat(1000));
+    await (await exchange(pool, POST, new ClientAbort())).body.dump();
+    await (await exchange(pool, POST, new ClientAbort())).body.dump();
+    expect(upstream.connections).toBe(1);
+
+    let socket: Socket | undefined;
+    upstream.answer = (req, res) => {
+      socket = req.socket;
+      res.end('y'.repeat(DUMP_LIMIT_BYTES * 8));
+    };
+    await (await exchange(pool, POST, new ClientAbort())).body.dump();
+    await sleep(100);
+    // (undici opens a fresh idle connection after dropping one, as it does for its own request API)
+    expect(socket?.destroyed).toBe(true);
+  });
+
+  it('leaving the loop before the end drops the connection', async () => {
+    let closedEarly = false;
+    upstream.answer = (_req, res) => {
+      res.writeHead(200);
+      res.write('first');
+      res.on('close', () => (closedEarly = !res.writableFinished));
+    };
+    const response = await exchange(pool, POST, new ClientAbort());
+    for await (const part of response.body) {
+      expect(part.toString()).toBe('first');
+      break;
+    }
+    await sleep(100);
+    expect(closedEarly).toBe(true);
+  });
+
+  it('a client abort before the answer rejects; after it, the waiting read rejects and the engine sees the close', async () => {
+    upstream.answer = () => undefined; // never answers
+    const early = new ClientAbort();
+    const pending = exchange(pool, POST, early);
+    await sleep(50);
+    early.abort();
+    await expect(pending).rejects.toThrow();
+
+    let engineSawClose = false;
+    upstream.answer = (_req, res) => {
+      res.writeHead(200);
+      res.write('part');
+      res.on('close', () => (engineSawClose = true));
+    };
+    const late = new ClientAbort();
+    const response = await exchange(pool, POST, late);
+    const reader = response.body[Symbol.asyncIterator]();
+    expect((await reader.next()).value?.toString()).toBe('part');
+    const waiting = reader.next();
+    late.abort();
+    await expect(waiting).rejects.toThrow();
+    await sleep(100);
+    expect(engineSawClose).toBe(true);
+  });
+
+  it('a connection refused rejects with undici’s error code', async () => {
+    await upstream.close();
+    await expect(exchange(pool, POST, new ClientAbort())).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+  });
+});
