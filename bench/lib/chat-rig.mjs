@@ -43,22 +43,7 @@ export async function startChatRig({
       cwd: gatewayDir,
     });
     const catalog = join(work, 'catalog.yaml');
-    writeFileSync(
-      catalog,
-      [
-        'models:',
-        `  - id: ${BENCH_MODEL}`,
-        '    owned_by: bench',
-        '    created: 1767225600',
-        ...modelLines.map((line) => `    ${line}`),
-        '    engine:',
-        '      kind: openai-compatible',
-        '      replicas:',
-        `        - base_url: http://127.0.0.1:${sim.port}/v1`,
-        ...extraCatalogLines,
-        '',
-      ].join('\n'),
-    );
+    writeBenchCatalog(catalog, sim.port, { modelLines, extraCatalogLines });
     gateway = await startService(entry('src/main.ts', 'dist/main.js'), {
       execArgv: gatewayNodeFlags,
       cwd: gatewayDir,
@@ -82,6 +67,29 @@ export async function startChatRig({
     gatewayUrl: `http://127.0.0.1:${gateway.port}/v1/chat/completions`,
     stop,
   };
+}
+
+/**
+ * Writes the rig's catalog to `path`: BENCH_MODEL served over HTTP by the engine on `enginePort`,
+ * with `modelLines` added to the model and `extraCatalogLines` (other models) after it.
+ */
+export function writeBenchCatalog(path, enginePort, { modelLines = [], extraCatalogLines = [] } = {}) {
+  writeFileSync(
+    path,
+    [
+      'models:',
+      `  - id: ${BENCH_MODEL}`,
+      '    owned_by: bench',
+      '    created: 1767225600',
+      ...modelLines.map((line) => `    ${line}`),
+      '    engine:',
+      '      kind: openai-compatible',
+      '      replicas:',
+      `        - base_url: http://127.0.0.1:${enginePort}/v1`,
+      ...extraCatalogLines,
+      '',
+    ].join('\n'),
+  );
 }
 
 /** One POST of `body` with bearer `key`; `onData` sees the response bytes. Resolves `{ status }`. */
