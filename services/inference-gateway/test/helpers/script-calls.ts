@@ -24,8 +24,17 @@ export async function scriptCallsDuring(redis: Redis, marker: string, run: () =>
     calls += 1;
   });
   await run();
-  // MONITOR lines trail the replies a little.
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  // MONITOR lines trail the replies, by more than any fixed wait on a busy machine. Redis prints
+  // commands in the order it runs them, so once an ECHO sent now shows, every call that ran
+  // during `run` has shown too.
+  const sentinel = `script-calls-sentinel-${process.hrtime.bigint()}`;
+  const seen = new Promise<void>((resolve) => {
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (String(args[0]).toLowerCase() === 'echo' && args[1] === sentinel) resolve();
+    });
+  });
+  await redis.echo(sentinel);
+  await seen;
   monitor.disconnect();
   return calls;
 }
