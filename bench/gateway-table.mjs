@@ -13,10 +13,19 @@
 // Usage: pnpm build && node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]
 //   --tsx runs the TypeScript sources instead of dist/ (RSS is then tsx's, not the start command's).
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import http from 'node:http';
 import { Redis } from 'ioredis';
-import { BENCH_MODEL, createBenchOrgKey, deleteByPrefix, postChat, startChatRig } from './lib/chat-rig.mjs';
+import {
+  BENCH_MODEL,
+  createBenchOrgKey,
+  deleteByPrefix,
+  gatewayStartFlags,
+  IN_PROCESS_CATALOG_LINES,
+  IN_PROCESS_MODEL,
+  postChat,
+  startChatRig,
+} from './lib/chat-rig.mjs';
 import { cpuMsOf, rssOf, sampleRss } from './lib/processes.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
 
@@ -32,7 +41,6 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PREFIX = `${process.env.BENCH_REDIS_PREFIX ?? 'bench-'}${randomUUID()}:`;
 const STATIC_KEY = 'bench-static-key';
 const ADMIN_TOKEN = `bench-admin-${randomUUID()}`;
-const IN_PROCESS_MODEL = 'bench/in-process';
 const STREAM_TOKENS = 16;
 
 if (!haveWrk()) throw new Error('gateway-table needs wrk (apt-get install wrk)');
@@ -42,12 +50,7 @@ if (useDist && !existsSync(new URL('../services/inference-gateway/dist/main.js',
 
 // The gateway starts as `pnpm --filter @tollway/inference-gateway start` starts it: the node
 // flags of that script (e.g. its young-generation size), nothing else.
-const START_SCRIPT = JSON.parse(
-  readFileSync(new URL('../services/inference-gateway/package.json', import.meta.url), 'utf8'),
-).scripts.start;
-const startFlags = /^node((?: --?[\w-]+(?:=\S+)?)*) dist\/main\.js$/.exec(START_SCRIPT);
-if (!startFlags) throw new Error(`cannot read the node flags of the start script: ${START_SCRIPT}`);
-const gatewayNodeFlags = startFlags[1].trim().split(' ').filter(Boolean);
+const { script: START_SCRIPT, flags: gatewayNodeFlags } = gatewayStartFlags();
 
 const bodyOf = (model, stream) =>
   JSON.stringify({
@@ -65,18 +68,7 @@ try {
     // Every stream has exactly max_tokens token chunks.
     simArgs: ['--ignore-eos'],
     modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
-    extraCatalogLines: [
-      `  - id: ${IN_PROCESS_MODEL}`,
-      '    owned_by: bench',
-      '    created: 1767225600',
-      '    price_per_million: { input: 1, output: 2 }',
-      '    engine:',
-      '      kind: simulated',
-      '      time_to_first_token_ms: 0',
-      '      time_per_output_token_ms: 0',
-      '      max_concurrency: 100000',
-      '      ignore_eos: true',
-    ],
+    extraCatalogLines: IN_PROCESS_CATALOG_LINES,
     gatewayEnv: { REDIS_URL: redisUrl, REDIS_PREFIX: PREFIX, API_KEYS: STATIC_KEY, ADMIN_TOKEN },
     gatewayNodeFlags,
   });
@@ -116,8 +108,22 @@ try {
   const rssIdle = rssOf(gateway.child.pid);
   const stopRss = sampleRss(gateway.child.pid, 50);
   // Warm-up: JIT, connection pools, quota slices and capacity blocks.
+  // Which load the gateway's RSS peaked in: a sampler per load, the largest kept.
+  let peakLoad = { rss: 0, during: 'idle' };
+  const sampled = async (during, run) => {
+    const stop = sampleRss(gateway.child.pid, 50);
+    try {
+      return await run();
+    } finally {
+      const rss = stop();
+      if (rss > peakLoad.rss) peakLoad = { rss, during };
+    }
+  };
   for (const measure of measures)
-    for (const name of measure.targets) await load(targets[name], measure.stream, measure.connections, 1);
+    for (const name of measure.targets)
+      await sampled(`warm-up ${measure.name} ${name}`, () =>
+        load(targets[name], measure.stream, measure.connections, 1),
+      );
 
   const results = new Map();
   let rssAfterJson = 0;
@@ -127,7 +133,9 @@ try {
       for (const name of order) {
         const target = targets[name];
         const cpuBefore = cpuMsOf(target.pid);
-        const result = await load(target, measure.stream, measure.connections, seconds);
+        const result = await sampled(`${measure.name} ${name}, round ${round + 1}`, () =>
+          load(target, measure.stream, measure.connections, seconds),
+        );
         const cpuMs = cpuMsOf(target.pid) - cpuBefore;
         if (result.non2xx > 0 || result.errors > 0)
           console.log(`  ! ${measure.name} ${name}: ${result.non2xx} non-2xx, ${result.errors} socket errors`);
@@ -142,7 +150,7 @@ try {
   const rssPeak = stopRss();
   const rssEnd = rssOf(gateway.child.pid);
 
-  printTable(results, targets, { rssIdle, rssAfterJson, rssEnd, rssPeak });
+  printTable(results, targets, { rssIdle, rssAfterJson, rssEnd, rssPeak, peakDuring: peakLoad.during });
 } finally {
   await rig?.stop();
   await deleteByPrefix(redis, PREFIX);
@@ -199,7 +207,7 @@ function printTable(results, targets, rss) {
   for (const [label, cell] of rows) console.log(line([label, ...names.map(cell)]));
   const mb = (bytes) => `${((bytes ?? 0) / 1024 / 1024).toFixed(1)} MB`;
   console.log(
-    `\nGateway RSS: idle ${mb(rss.rssIdle)}, after the JSON load ${mb(rss.rssAfterJson)}, at the end ${mb(rss.rssEnd)}, peak ${mb(rss.rssPeak)}`,
+    `\nGateway RSS: idle ${mb(rss.rssIdle)}, after the JSON load ${mb(rss.rssAfterJson)}, at the end ${mb(rss.rssEnd)}, peak ${mb(rss.rssPeak)} (during ${rss.peakDuring})`,
   );
 
   const p99 = (m, n) => pick(m, n, 'p99');

@@ -19,7 +19,14 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { BENCH_MODEL, createBenchOrgKey, deleteByPrefix, postChat, writeBenchCatalog } from './lib/chat-rig.mjs';
+import {
+  BENCH_MODEL,
+  createBenchOrgKey,
+  deleteByPrefix,
+  gatewayStartFlags,
+  postChat,
+  writeBenchCatalog,
+} from './lib/chat-rig.mjs';
 
 const argv = process.argv.slice(2);
 const option = (name, fallback) => {
@@ -105,11 +112,7 @@ try {
   writeBenchCatalog(catalog, enginePort, {
     modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
   });
-  const startFlags = JSON.parse(readFileSync(join(gatewayDir, 'package.json'), 'utf8'))
-    .scripts.start.replace(/^node /, '')
-    .replace(/ dist\/main\.js$/, '')
-    .split(' ')
-    .filter(Boolean);
+  const startFlags = gatewayStartFlags().flags;
   const gateway = await underCallgrind(
     'gateway',
     [...startFlags, 'dist/main.js'],

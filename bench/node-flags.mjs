@@ -1,0 +1,122 @@
+#!/usr/bin/env node
+// Two sets of the gateway's node flags side by side in one run (issue 13's RSS goal): two rigs
+// (engine + gateway each), the same governed loads on both in alternating order per round (JSON
+// and 16-chunk SSE at 32 connections, SSE of the in-process simulated engine), and for each flag
+// set the rate, the gateway's CPU per request and its peak RSS over all the loads.
+// Usage: pnpm build && node bench/node-flags.mjs [--seconds 4] [--rounds 3] [--a "<flags>"] [--b "<flags>"]
+//   --a defaults to the flags of the gateway's start script, --b to the same without its
+//   --heap-growing-percent (V8's own old-generation growth).
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import {
+  BENCH_MODEL,
+  createBenchOrgKey,
+  deleteByPrefix,
+  gatewayStartFlags,
+  IN_PROCESS_CATALOG_LINES,
+  IN_PROCESS_MODEL,
+  startChatRig,
+} from './lib/chat-rig.mjs';
+import { cpuMsOf, rssOf, sampleRss } from './lib/processes.mjs';
+import { haveWrk, wrkPost } from './lib/wrk.mjs';
+
+const argv = process.argv.slice(2);
+const option = (name, fallback) => {
+  const at = argv.indexOf(name);
+  return at === -1 ? fallback : argv[at + 1];
+};
+const startFlags = gatewayStartFlags().flags;
+const seconds = Number(option('--seconds', 4));
+const rounds = Number(option('--rounds', 3));
+const flagSets = {
+  a: option('--a', startFlags.join(' ')),
+  b: option('--b', startFlags.filter((flag) => !flag.startsWith('--heap-growing-percent')).join(' ')),
+};
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+if (!haveWrk()) throw new Error('node-flags needs wrk (apt-get install wrk)');
+
+const bodyOf = (model, stream) =>
+  JSON.stringify({
+    model,
+    messages: [{ role: 'user', content: 'Say hello to the benchmark.' }],
+    max_tokens: 16,
+    ...(stream ? { stream: true } : {}),
+  });
+
+const redis = new Redis(redisUrl);
+const rigs = {};
+try {
+  for (const [name, flags] of Object.entries(flagSets)) {
+    const prefix = `bench-flags-${name}-${randomUUID()}:`;
+    const adminToken = `bench-admin-${randomUUID()}`;
+    const rig = await startChatRig({
+      useDist: true,
+      simArgs: ['--ignore-eos'],
+      modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
+      extraCatalogLines: IN_PROCESS_CATALOG_LINES,
+      gatewayEnv: { REDIS_URL: redisUrl, REDIS_PREFIX: prefix, ADMIN_TOKEN: adminToken },
+      gatewayNodeFlags: flags.split(' ').filter(Boolean),
+    });
+    const key = await createBenchOrgKey(rig.gateway.port, adminToken);
+    rigs[name] = { rig, prefix, key, flags, results: new Map(), peak: rssOf(rig.gateway.child.pid) ?? 0 };
+  }
+  const loads = [
+    { name: 'JSON', model: BENCH_MODEL, stream: false },
+    { name: 'SSE', model: BENCH_MODEL, stream: true },
+    { name: 'SSE in-process', model: IN_PROCESS_MODEL, stream: true },
+  ];
+  console.log(`wrk 1 thread, 32 connections, ${seconds} s per point, ${rounds} rounds, governed key`);
+  for (const name of Object.keys(rigs)) console.log(`  ${name}: node ${rigs[name].flags}`);
+  // Warm-up of both, then the rounds, the two flag sets in alternating order.
+  for (const load of loads) for (const name of Object.keys(rigs)) await measure(rigs[name], load, 1);
+  for (const target of Object.values(rigs)) target.results.clear();
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? ['a', 'b'] : ['b', 'a'];
+    for (const load of loads) for (const name of order) await measure(rigs[name], load, seconds);
+    process.stdout.write(`round ${round + 1}/${rounds} done\n`);
+  }
+  console.log(
+    `\n${''.padEnd(18)}${'a: req/s · CPU µs/req'.padEnd(28)}${'b: req/s · CPU µs/req'.padEnd(28)}b/a rate · CPU`,
+  );
+  for (const load of loads) {
+    const [a, b] = ['a', 'b'].map((name) => summary(rigs[name].results.get(load.name)));
+    console.log(
+      `${load.name.padEnd(18)}${`${a.rps} · ${a.cpu}`.padEnd(28)}${`${b.rps} · ${b.cpu}`.padEnd(28)}` +
+        `${(b.rps / a.rps).toFixed(3)} · ${(b.cpu / a.cpu).toFixed(3)}`,
+    );
+  }
+  const mb = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+  console.log(`peak RSS          ${mb(rigs.a.peak).padEnd(28)}${mb(rigs.b.peak)}`);
+} finally {
+  for (const { rig, prefix } of Object.values(rigs)) {
+    await rig.stop();
+    await deleteByPrefix(redis, prefix);
+  }
+  redis.disconnect();
+}
+
+async function measure(target, load, duration) {
+  const pid = target.rig.gateway.child.pid;
+  const stopRss = sampleRss(pid, 50);
+  const cpuBefore = cpuMsOf(pid);
+  const result = await wrkPost(target.rig.gatewayUrl, bodyOf(load.model, load.stream), target.key, {
+    connections: 32,
+    seconds: duration,
+  });
+  const cpuUs = (cpuMsOf(pid) - cpuBefore) * 1000;
+  target.peak = Math.max(target.peak, stopRss());
+  if (result.non2xx > 0 || result.errors > 0)
+    throw new Error(`${load.name}: ${result.non2xx} non-2xx, ${result.errors} socket errors`);
+  if (!target.results.has(load.name)) target.results.set(load.name, []);
+  target.results.get(load.name).push({ rps: result.rps, cpu: cpuUs / Math.max(1, result.total) });
+}
+
+function summary(runs) {
+  const median = (values) => {
+    const sorted = [...values].sort((x, y) => x - y);
+    const mid = sorted.length >> 1;
+    return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  };
+  return { rps: Math.round(median(runs.map((r) => r.rps))), cpu: Math.round(median(runs.map((r) => r.cpu))) };
+}
