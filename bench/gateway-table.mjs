@@ -28,15 +28,13 @@ import {
 } from './lib/chat-rig.mjs';
 import { cpuMsOf, rssOf, sampleRss } from './lib/processes.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
+import { benchArgs } from './lib/args.mjs';
 
-const argv = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = argv.indexOf(name);
-  return at === -1 ? fallback : Number(argv[at + 1]);
-};
-const seconds = option('--seconds', 5);
-const rounds = option('--rounds', 2);
-const useDist = !argv.includes('--tsx');
+const { seconds, rounds, tsx } = benchArgs('node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]', {
+  numbers: { seconds: 5, rounds: 2 },
+  flags: ['tsx'],
+});
+const useDist = !tsx;
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PREFIX = `${process.env.BENCH_REDIS_PREFIX ?? 'bench-'}${randomUUID()}:`;
 const STATIC_KEY = 'bench-static-key';

@@ -27,16 +27,15 @@ import {
   postChat,
   writeBenchCatalog,
 } from './lib/chat-rig.mjs';
+import { benchArgs } from './lib/args.mjs';
 
-const argv = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = argv.indexOf(name);
-  return at === -1 ? fallback : Number(argv[at + 1]);
-};
-const requests = option('--requests', 1000);
-const warmup = option('--warmup', 1500);
-const stream = !argv.includes('--json');
-const unmetered = argv.includes('--static');
+const args = benchArgs('node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--json] [--static]', {
+  numbers: { requests: 1000, warmup: 1500 },
+  flags: ['json', 'static'],
+});
+const { requests, warmup } = args;
+const stream = !args.json;
+const unmetered = args.static;
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PREFIX = `bench-instr-${randomUUID()}:`;
 const STATIC_KEY = 'bench-static-key';

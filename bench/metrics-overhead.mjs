@@ -9,15 +9,16 @@
 // Usage: node bench/metrics-overhead.mjs [--dist] [--seconds 3] [--rounds 3]
 import { describeLoadGenerator, latencyAtOneConnection, startChatRig, throughput } from './lib/chat-rig.mjs';
 import { cpuMsOf } from './lib/processes.mjs';
+import { benchArgs } from './lib/args.mjs';
 
-const argv = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = argv.indexOf(name);
-  return at === -1 ? fallback : Number(argv[at + 1]);
-};
-const useDist = argv.includes('--dist');
-const seconds = option('--seconds', 3);
-const rounds = option('--rounds', 3);
+const {
+  dist: useDist,
+  seconds,
+  rounds,
+} = benchArgs('node bench/metrics-overhead.mjs [--dist] [--seconds 3] [--rounds 3]', {
+  numbers: { seconds: 3, rounds: 3 },
+  flags: ['dist'],
+});
 const KEY = 'bench-key';
 const body = JSON.stringify({
   model: 'bench/instant',

@@ -3,7 +3,7 @@
 // (engine + gateway each), the same governed loads on both in alternating order per round (JSON
 // and 16-chunk SSE at 32 connections, SSE of the in-process simulated engine), and for each flag
 // set the rate, the gateway's CPU per request and its peak RSS over all the loads.
-// Usage: pnpm build && node bench/node-flags.mjs [--seconds 4] [--rounds 3] [--a "<flags>"] [--b "<flags>"]
+// Usage: pnpm build && node bench/node-flags.mjs [--seconds 4] [--rounds 3] [--a="<flags>"] [--b="<flags>"]
 //   --a defaults to the flags of the gateway's start script, --b to the same without its
 //   --heap-growing-percent (V8's own old-generation growth).
 import { randomUUID } from 'node:crypto';
@@ -19,19 +19,20 @@ import {
 } from './lib/chat-rig.mjs';
 import { cpuMsOf, rssOf, sampleRss } from './lib/processes.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
+import { benchArgs } from './lib/args.mjs';
 
-const argv = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = argv.indexOf(name);
-  return at === -1 ? fallback : argv[at + 1];
-};
 const startFlags = gatewayStartFlags().flags;
-const seconds = Number(option('--seconds', 4));
-const rounds = Number(option('--rounds', 3));
-const flagSets = {
-  a: option('--a', startFlags.join(' ')),
-  b: option('--b', startFlags.filter((flag) => !flag.startsWith('--heap-growing-percent')).join(' ')),
-};
+const { seconds, rounds, a, b } = benchArgs(
+  'node bench/node-flags.mjs [--seconds 4] [--rounds 3] [--a=<flags>] [--b=<flags>]',
+  {
+    numbers: { seconds: 4, rounds: 3 },
+    strings: {
+      a: startFlags.join(' '),
+      b: startFlags.filter((flag) => !flag.startsWith('--heap-growing-percent')).join(' '),
+    },
+  },
+);
+const flagSets = { a, b };
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 if (!haveWrk()) throw new Error('node-flags needs wrk (apt-get install wrk)');

@@ -12,15 +12,16 @@ import http from 'node:http';
 import net from 'node:net';
 import { join } from 'node:path';
 import { nodeArgs, quantile, startService, stopProcess } from './lib/processes.mjs';
+import { benchArgs } from './lib/args.mjs';
 
-const argv = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = argv.indexOf(`--${name}`);
-  return at === -1 ? fallback : Number(argv[at + 1]);
-};
-const useDist = argv.includes('--dist');
-const seconds = option('seconds', 10);
-const clients = option('clients', 32);
+const {
+  dist: useDist,
+  seconds,
+  clients,
+} = benchArgs('node bench/sessions-turns.mjs [--dist] [--seconds 10] [--clients 32]', {
+  numbers: { seconds: 10, clients: 32 },
+  flags: ['dist'],
+});
 const root = new URL('..', import.meta.url).pathname;
 const serviceDir = join(root, 'services/agent-session');
 const entry = (ts, js) => join(serviceDir, useDist ? js : ts);

@@ -19,17 +19,14 @@ import { Redis } from 'ioredis';
 import { BENCH_MODEL, createBenchOrgKey, deleteByPrefix, startChatRig } from './lib/chat-rig.mjs';
 import { quantile } from './lib/processes.mjs';
 import { wrkPost } from './lib/wrk.mjs';
+import { benchArgs } from './lib/args.mjs';
 
-const argv = process.argv.slice(2);
-const option = (name, fallback) => {
-  const at = argv.indexOf(name);
-  return at === -1 ? fallback : argv[at + 1];
-};
-const seconds = Number(option('--seconds', 5));
-const rounds = Number(option('--rounds', 2));
-const profileDir = option('--cpu-prof', null);
-const sse = argv.includes('--sse');
-const connections = Number(option('--connections', 1));
+const args = benchArgs(
+  'node bench/tail-causes.mjs [--seconds 5] [--rounds 2] [--tsx] [--sse] [--connections 1] [--cpu-prof DIR]',
+  { numbers: { seconds: 5, rounds: 2, connections: 1 }, strings: { 'cpu-prof': null }, flags: ['tsx', 'sse'] },
+);
+const { seconds, rounds, sse, connections } = args;
+const profileDir = args['cpu-prof'];
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PREFIX = `${process.env.BENCH_REDIS_PREFIX ?? 'bench-'}${randomUUID()}:`;
 const STATIC_KEY = 'bench-static-key';
@@ -47,7 +44,7 @@ const redis = new Redis(redisUrl);
 let rig;
 try {
   rig = await startChatRig({
-    useDist: !argv.includes('--tsx'),
+    useDist: !args.tsx,
     simArgs: ['--ignore-eos'],
     modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
     gatewayEnv: {
