@@ -4,17 +4,22 @@
 //   engine alone · Tollway governed (an organization key: auth, three budgets, credit, capacity)
 //   · Tollway unmetered (a static API_KEYS key) · Tollway serving its in-process simulated engine
 // for JSON and 16-chunk SSE streams, at 1 connection (p50, p99) and 32 connections (rate, p50,
-// p99), with wrk. Every point is measured in each of `--rounds` rounds, the targets in a rotated
-// order per round, so a slow minute of a shared machine spreads over all of them; the table shows
-// the median of the rounds and, for rates, the range. The gateway runs as the default start
-// command runs it (the node flags of its package.json `start` script) and its RSS is sampled throughout; its CPU
-// time per request (from /proc) is printed too: it barely depends on other load. The goals of
-// issue 13 are checked from ratios within the run.
+// p99): at 32 connections with wrk, at 1 connection with an exact sequential client
+// (lib/one-connection.mjs: wrk's one-connection latencies are not consistent here). Every point is measured in each of `--rounds` rounds, the targets in a rotated
+// order per round, so a slow minute of a shared machine spreads over all of them; at 32
+// connections the table shows the median of the rounds and, for rates, the range; at 1 connection,
+// where the tail is the point, each round's time is cut into slices alternating the targets and
+// the percentiles are those of all their requests together. The gateway runs as the default start
+// command runs it (the node flags of its package.json `start` script) and its RSS is sampled
+// throughout; its CPU time per request (from /proc) is printed too: it barely depends on other
+// load. The goals of issue 13 are checked from ratios within the run. Last, the CPU of a relayed
+// stream part by part (engine, gateway, wrk, Redis) and the stream rate two cores allow with it.
 // Usage: pnpm build && node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]
 //   --tsx runs the TypeScript sources instead of dist/ (RSS is then tsx's, not the start command's).
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import http from 'node:http';
+import { availableParallelism } from 'node:os';
 import { Redis } from 'ioredis';
 import {
   BENCH_MODEL,
@@ -26,8 +31,9 @@ import {
   postChat,
   startChatRig,
 } from './lib/chat-rig.mjs';
-import { cpuMsOf, rssOf, sampleRss } from './lib/processes.mjs';
+import { cpuMsOf, exitedChildrenCpuMs, machineCpuMs, quantile, rssOf, sampleRss } from './lib/processes.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
+import { oneConnectionLatencies } from './lib/one-connection.mjs';
 import { benchArgs } from './lib/args.mjs';
 
 const { seconds, rounds, tsx } = benchArgs('node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]', {
@@ -40,6 +46,9 @@ const PREFIX = `${process.env.BENCH_REDIS_PREFIX ?? 'bench-'}${randomUUID()}:`;
 const STATIC_KEY = 'bench-static-key';
 const ADMIN_TOKEN = `bench-admin-${randomUUID()}`;
 const STREAM_TOKENS = 16;
+const CORES = availableParallelism();
+/** Slices per round of each 1-connection point (see the rounds). */
+const ONE_CONNECTION_SLICES = 3;
 
 if (!haveWrk()) throw new Error('gateway-table needs wrk (apt-get install wrk)');
 if (useDist && !existsSync(new URL('../services/inference-gateway/dist/main.js', import.meta.url))) {
@@ -98,7 +107,8 @@ try {
   ];
   console.log(
     `engine :${sim.port}  gateway :${gateway.port} (${useDist ? `the start script: ${START_SCRIPT}` : 'tsx'})  ` +
-      `wrk 1 thread, ${seconds} s per point, ${rounds} rounds, targets rotated per round; ${STREAM_TOKENS}-token JSON and SSE`,
+      `32 connections: wrk 1 thread; 1 connection: one sequential socket, in ${ONE_CONNECTION_SLICES} alternating slices; ` +
+      `${seconds} s per point, ${rounds} rounds, targets rotated per round; ${STREAM_TOKENS}-token JSON and SSE`,
   );
 
   // Every relayed stream follows the Events rules; checked once per target before the load.
@@ -127,19 +137,26 @@ try {
   let rssAfterJson = 0;
   for (let round = 0; round < rounds; round++) {
     for (const measure of measures) {
-      const order = rotate(measure.targets, round);
+      // At 1 connection the tail is what is measured: the time is cut into slices that alternate
+      // the targets, so each samples the same moments of a noisy machine, and the runs are pooled.
+      const slices = measure.connections === 1 ? ONE_CONNECTION_SLICES : 1;
+      const duration = Math.max(1, Math.round(seconds / slices));
+      const order = [];
+      for (let slice = 0; slice < slices; slice++) order.push(...rotate(measure.targets, round + slice));
       for (const name of order) {
         const target = targets[name];
         const cpuBefore = cpuMsOf(target.pid);
+        const budgetBefore = await budgetSnapshot();
         const result = await sampled(`${measure.name} ${name}, round ${round + 1}`, () =>
-          load(target, measure.stream, measure.connections, seconds),
+          load(target, measure.stream, measure.connections, duration),
         );
         const cpuMs = cpuMsOf(target.pid) - cpuBefore;
+        const budget = perRequest(budgetBefore, await budgetSnapshot(), result.total);
         if (result.non2xx > 0 || result.errors > 0)
           console.log(`  ! ${measure.name} ${name}: ${result.non2xx} non-2xx, ${result.errors} socket errors`);
         const key = `${measure.name}/${name}`;
         if (!results.has(key)) results.set(key, []);
-        results.get(key).push({ ...result, cpuUsPerRequest: (cpuMs * 1000) / Math.max(1, result.total) });
+        results.get(key).push({ ...result, cpuUsPerRequest: (cpuMs * 1000) / Math.max(1, result.total), ...budget });
       }
       if (measure.name === 'json32') rssAfterJson = Math.max(rssAfterJson, rssOf(gateway.child.pid) ?? 0);
     }
@@ -155,8 +172,48 @@ try {
   redis.disconnect();
 }
 
-function load(target, stream, connections, duration) {
-  return wrkPost(target.url, bodyOf(target.model, stream), target.key, { connections, seconds: duration });
+/**
+ * CPU time so far, in ms, of every part of a measurement: the engine process, the gateway process,
+ * wrk (this process's exited children: each wrk run is waited for), Redis (its INFO), and the whole
+ * machine (busy and total, all cores).
+ */
+async function budgetSnapshot() {
+  const info = await redis.info('cpu');
+  const cpuSeconds = (field) => Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  const machine = machineCpuMs();
+  return {
+    engine: cpuMsOf(rig.sim.child.pid),
+    gateway: cpuMsOf(rig.gateway.child.pid),
+    wrk: exitedChildrenCpuMs(),
+    redis: (cpuSeconds('used_cpu_user') + cpuSeconds('used_cpu_sys')) * 1000,
+    machineBusy: machine.busy,
+    machineTotal: machine.total,
+  };
+}
+
+/** Between two budget snapshots: µs of CPU per request of each part, and the machine's busy cores. */
+function perRequest(before, after, requests) {
+  const us = (part) => ((after[part] - before[part]) * 1000) / Math.max(1, requests);
+  return {
+    engineUs: us('engine'),
+    gatewayUs: us('gateway'),
+    wrkUs: us('wrk'),
+    redisUs: us('redis'),
+    busyCores:
+      (CORES * (after.machineBusy - before.machineBusy)) / Math.max(1, after.machineTotal - before.machineTotal),
+  };
+}
+
+/**
+ * One point: wrk at 32 connections (the rate); at 1 connection the exact sequential client of
+ * lib/one-connection.mjs (wrk's latencies at one connection are not consistent with its own rate
+ * on these VMs: see there), with the same fields plus each request's latency.
+ */
+async function load(target, stream, connections, duration) {
+  const body = bodyOf(target.model, stream);
+  if (connections !== 1) return wrkPost(target.url, body, target.key, { connections, seconds: duration });
+  const result = await oneConnectionLatencies(target.url, body, target.key, duration);
+  return { ...result, errors: 0 };
 }
 
 function rotate(list, by) {
@@ -177,8 +234,15 @@ function printTable(results, targets, rss) {
     const runs = get(measure, name);
     return runs ? median(runs.map((r) => r[field])) : NaN;
   };
+  // 1-connection latencies pool all the runs of a target (see the rounds); others are medians.
+  const pooled = (measure, name) =>
+    get(measure, name)
+      .flatMap((run) => run.latencies)
+      .sort((a, b) => a - b);
+  const percentile = (measure, name, p) =>
+    get(measure, name)[0].latencies ? quantile(pooled(measure, name), p / 100) : pick(measure, name, `p${p}`);
   const latency = (measure, name) =>
-    get(measure, name) ? `${ms(pick(measure, name, 'p50'))} / ${ms(pick(measure, name, 'p99'))}` : '—';
+    get(measure, name) ? `${ms(percentile(measure, name, 50))} / ${ms(percentile(measure, name, 99))}` : '—';
   const rate = (measure, name) => {
     const runs = get(measure, name);
     if (!runs) return '—';
@@ -200,15 +264,31 @@ function printTable(results, targets, rss) {
   const names = ['engine', 'governed', 'unmetered', 'inProcess'];
   const widths = [34, ...names.map(() => 24)];
   const line = (cells) => cells.map((cell, i) => String(cell).padEnd(widths[i])).join('');
-  console.log('\n(medians of the rounds; CPU = the serving process: the engine alone, else the gateway)');
+  console.log(
+    '\n(1 connection: percentiles of all the requests of all rounds together; 32 connections: medians of the rounds;\n' +
+      ' CPU = the serving process: the engine alone, else the gateway)',
+  );
   console.log(line(['', ...names.map((n) => targets[n].label)]));
   for (const [label, cell] of rows) console.log(line([label, ...names.map(cell)]));
+  const check = (measure) =>
+    names
+      .filter((n) => get(measure, n))
+      .map((n) => {
+        const runs = get(measure, n);
+        const total = runs.reduce((sum, run) => sum + run.total, 0);
+        const weighted = (field) => runs.reduce((sum, run) => sum + run[field] * run.total, 0) / total;
+        return `${n} ${weighted('meanUs').toFixed(0)}/${weighted('usPerRequest').toFixed(0)}`;
+      })
+      .join(', ');
+  console.log(
+    `\n1 connection, mean latency / wall time per request, µs (a check of the client): JSON ${check('json1')}; SSE ${check('sse1')}`,
+  );
   const mb = (bytes) => `${((bytes ?? 0) / 1024 / 1024).toFixed(1)} MB`;
   console.log(
     `\nGateway RSS: idle ${mb(rss.rssIdle)}, after the JSON load ${mb(rss.rssAfterJson)}, at the end ${mb(rss.rssEnd)}, peak ${mb(rss.rssPeak)} (during ${rss.peakDuring})`,
   );
 
-  const p99 = (m, n) => pick(m, n, 'p99');
+  const p99 = (m, n) => percentile(m, n, 99);
   const rps = (m, n) => pick(m, n, 'rps');
   const checks = [
     [
@@ -241,6 +321,53 @@ function printTable(results, targets, rss) {
   console.log('\nGoals of issue 13 (ratios within this run)');
   for (const [label, value, ok] of checks)
     console.log(`  ${ok === null ? '    ' : ok ? 'ok  ' : 'MISS'} ${label.padEnd(50)} ${value}`);
+  printBudget(pick, rps, targets);
+}
+
+/**
+ * Where the CPU of a 16-chunk stream at 32 connections goes, part by part, and what that allows:
+ * engine, gateway, wrk and Redis share the machine's cores, so a relayed stream rate is at most
+ * cores ÷ (the parts' CPU per stream), and at most 1 s ÷ the gateway's (one thread); the stream
+ * goal of issue 13 is turned into the gateway CPU per stream it would take with the other parts as
+ * measured.
+ */
+function printBudget(pick, rps, targets) {
+  const names = ['engine', 'governed', 'unmetered', 'inProcess'];
+  const parts = ['engineUs', 'gatewayUs', 'wrkUs', 'redisUs'];
+  const widths = [26, 9, 9, 9, 9, 9, 14];
+  const line = (cells) =>
+    cells
+      .map((cell, i) =>
+        String(cell)
+          .padStart(i ? widths[i] : 0)
+          .padEnd(i ? 0 : widths[i]),
+      )
+      .join('');
+  console.log(`\nCPU of a ${STREAM_TOKENS}-chunk stream at 32 connections, µs (medians of the rounds; ${CORES} cores)`);
+  console.log(line(['', 'engine', 'gateway', 'wrk', 'Redis', 'sum', 'machine busy']));
+  for (const name of names) {
+    const values = parts.map((part) => pick('sse32', name, part));
+    const sum = values.reduce((a, b) => a + b, 0);
+    const busy = pick('sse32', name, 'busyCores');
+    console.log(
+      line([targets[name].label, ...values.map((v) => v.toFixed(1)), sum.toFixed(1), `${busy.toFixed(2)} cores`]),
+    );
+  }
+  const engineRate = rps('sse32', 'engine');
+  const engineOwn = pick('sse32', 'engine', 'engineUs');
+  const [engine, gateway, wrk, redisUs] = parts.map((part) => pick('sse32', 'governed', part));
+  const others = engine + wrk + redisUs;
+  const ceiling = Math.min((CORES * 1e6) / (others + gateway), 1e6 / gateway);
+  const goal = 0.75 * engineRate;
+  const gatewayFor = Math.min((CORES * 1e6) / goal - others, 1e6 / goal);
+  console.log(
+    `  governed: at most ${Math.round(ceiling)} streams/s with these costs (${((100 * ceiling) / engineRate).toFixed(0)} % ` +
+      `of the engine alone; measured ${Math.round(rps('sse32', 'governed'))})`,
+  );
+  console.log(
+    `  75 % of the engine alone (${Math.round(goal)}/s) would need the gateway at ≤ ${gatewayFor.toFixed(1)} µs a stream: ` +
+      `${(gatewayFor / engineOwn).toFixed(2)} × what the engine alone spends to generate and serve it (today ${(gateway / engineOwn).toFixed(2)} ×)`,
+  );
 }
 
 /** One stream through `target`, checked against the six Events rules; throws on a violation. */

@@ -80,6 +80,24 @@ export function cpuMsOf(pid) {
   }
 }
 
+/**
+ * CPU time (user + system) of this process's children that have exited and been waited for, in ms
+ * (Linux /proc: cutime + cstime). Around one run of a load generator that is the only child to
+ * exit meanwhile, the difference is the load generator's own CPU.
+ */
+export function exitedChildrenCpuMs() {
+  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[13]) + Number(fields[14])) * 10;
+}
+
+/** The whole machine's CPU time so far (Linux /proc/stat, all cores), in ms: `{ busy, total }`. */
+export function machineCpuMs() {
+  const ticks = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const total = ticks.slice(0, 8).reduce((sum, n) => sum + n, 0);
+  const idle = ticks[3] + ticks[4];
+  return { busy: (total - idle) * 10, total: total * 10 };
+}
+
 /** Samples `pid`'s RSS every `everyMs` until the returned function is called; it returns the peak. */
 export function sampleRss(pid, everyMs = 100) {
   let peak = rssOf(pid) ?? 0;
