@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { quantile, startService } from './processes.mjs';
 import { haveWrk, wrkPost } from './wrk.mjs';
+import { oneConnectionLatencies } from './one-connection.mjs';
 
 /** The one model the rig's catalog serves. */
 export const BENCH_MODEL = 'bench/instant';
@@ -167,20 +168,20 @@ export const LOAD_GENERATOR = process.env.BENCH_LOAD_GENERATOR ?? (haveWrk() ? '
 
 /** Prints which load generator runs, and what that means for the figures. */
 export function describeLoadGenerator() {
-  if (LOAD_GENERATOR === 'wrk') return 'load: wrk, 1 thread';
+  const oneConnection = '1 connection: one sequential socket, each request timed';
+  if (LOAD_GENERATOR === 'wrk') return `load: wrk, 1 thread; ${oneConnection}`;
   const why = process.env.BENCH_LOAD_GENERATOR ? 'BENCH_LOAD_GENERATOR' : 'wrk not found: `apt-get install wrk`';
-  return `load: Node http client and autocannon (${why}; they cost more CPU per request than the gateway, so figures are capped)`;
+  return `load: autocannon (${why}; it costs more CPU per request than the gateway, so rates are capped); ${oneConnection}`;
 }
 
-/** p50 and p99 (ms) of requests one at a time on one keep-alive connection, over `seconds`. */
+/**
+ * p50 and p99 (ms) of requests one at a time on one keep-alive connection, over `seconds`, timed by
+ * the exact sequential client of one-connection.mjs (not wrk: at one connection its latencies are
+ * not consistent with its own rate on these VMs; see there).
+ */
 export async function latencyAtOneConnection(url, body, key, seconds) {
-  if (LOAD_GENERATOR === 'wrk') {
-    const result = await wrkPost(url, body, key, { connections: 1, seconds });
-    if (result.non2xx > 0 || result.errors > 0)
-      throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-    return { p50: result.p50, p99: result.p99, total: result.total };
-  }
-  const latencies = await sequentialLatencies(url, body, key, Math.max(2000, seconds * 1000));
+  const { latencies, non2xx } = await oneConnectionLatencies(url, body, key, seconds);
+  if (non2xx > 0) throw new Error(`${url}: ${non2xx} non-2xx`);
   return { p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), total: latencies.length };
 }
 
