@@ -4,8 +4,9 @@ import type { SettledUsage } from '../admission/admission.types';
 
 /**
  * Raised once, with an `abort` event, when the client goes away. An EventEmitter rather than an
- * AbortController: creating an AbortSignal costs about 20 µs of CPU in Node 20, a tenth of the
- * gateway's whole work per request; undici takes an EventEmitter as a request `signal` as well.
+ * AbortController: in Node 20 an AbortController and its signal cost about 1.8 µs to create (an
+ * EventTarget), an EventEmitter with a listener 0.1 µs, and this is made for every request. It
+ * also listens the way an AbortSignal does (AbortLike), for the simulated engine's scheduler.
  */
 export class ClientAbort extends EventEmitter {
   aborted = false;
@@ -17,13 +18,22 @@ export class ClientAbort extends EventEmitter {
     this.emit('abort');
   }
 
-  /** An AbortSignal that follows this abort, for APIs that need one (created on demand). */
-  toAbortSignal(): AbortSignal {
-    const controller = new AbortController();
-    if (this.aborted) controller.abort();
-    else this.once('abort', () => controller.abort());
-    return controller.signal;
+  /** AbortSignal's way to listen, so code written for an AbortSignal (AbortLike) takes this too. */
+  addEventListener(_type: 'abort', listener: () => void): void {
+    this.once('abort', listener);
   }
+
+  removeEventListener(_type: 'abort', listener: () => void): void {
+    this.off('abort', listener);
+  }
+}
+
+/** The part of an AbortSignal that the simulated engine uses: an AbortSignal or a ClientAbort. */
+export interface AbortLike {
+  readonly aborted: boolean;
+  /** Listens for the abort (at most once: an abort happens once). */
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
 }
 
 /** How much of an engine's answer the gateway holds or relays for one request (see config.ts). */

@@ -20,7 +20,7 @@ export class SimulatedEngine implements Engine {
   async complete(call: EngineCall): Promise<CompletionResult> {
     try {
       return {
-        completion: await this.simulator.complete(call.request, call.signal.toAbortSignal(), call.promptTokens),
+        completion: await this.simulator.complete(call.request, call.signal, call.promptTokens),
       };
     } catch (err) {
       throw this.refusal(err);
@@ -30,7 +30,7 @@ export class SimulatedEngine implements Engine {
   async stream(call: EngineCall): Promise<ChunkStream> {
     // Like an HTTP engine asked for usage: final usage chunk and usage on every chunk.
     const options = { includeUsage: true, continuousUsage: true };
-    const generator = this.simulator.stream(call.request, call.signal.toAbortSignal(), options, call.promptTokens);
+    const generator = this.simulator.stream(call.request, call.signal, options, call.promptTokens);
     let first: IteratorResult<ChatCompletionChunk[]>;
     try {
       first = await generator.next();
