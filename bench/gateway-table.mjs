@@ -31,7 +31,7 @@ import {
   postChat,
   startChatRig,
 } from './lib/chat-rig.mjs';
-import { cpuMsOf, exitedChildrenCpuMs, machineCpuMs, quantile, rssOf, sampleRss } from './lib/processes.mjs';
+import { cpuMsOf, exitedChildrenCpuMs, machineCpuMs, median, quantile, rssOf, sampleRss } from './lib/processes.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
 import { oneConnectionLatencies } from './lib/one-connection.mjs';
 import { benchArgs } from './lib/args.mjs';
@@ -145,18 +145,18 @@ try {
       for (let slice = 0; slice < slices; slice++) order.push(...rotate(measure.targets, round + slice));
       for (const name of order) {
         const target = targets[name];
-        const cpuBefore = cpuMsOf(target.pid);
         const budgetBefore = await budgetSnapshot();
         const result = await sampled(`${measure.name} ${name}, round ${round + 1}`, () =>
           load(target, measure.stream, measure.connections, duration),
         );
-        const cpuMs = cpuMsOf(target.pid) - cpuBefore;
         const budget = perRequest(budgetBefore, await budgetSnapshot(), result.total);
         if (result.non2xx > 0 || result.errors > 0)
           console.log(`  ! ${measure.name} ${name}: ${result.non2xx} non-2xx, ${result.errors} socket errors`);
         const key = `${measure.name}/${name}`;
         if (!results.has(key)) results.set(key, []);
-        results.get(key).push({ ...result, cpuUsPerRequest: (cpuMs * 1000) / Math.max(1, result.total), ...budget });
+        // CPU of the serving process: the engine alone's, else the gateway's.
+        const cpuUsPerRequest = target.pid === sim.child.pid ? budget.engineUs : budget.gatewayUs;
+        results.get(key).push({ ...result, cpuUsPerRequest, ...budget });
       }
       if (measure.name === 'json32') rssAfterJson = Math.max(rssAfterJson, rssOf(gateway.child.pid) ?? 0);
     }
@@ -221,12 +221,6 @@ function rotate(list, by) {
   return [...list.slice(k), ...list.slice(0, k)];
 }
 
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-}
-
 function printTable(results, targets, rss) {
   const get = (measure, name) => results.get(`${measure}/${name}`);
   const ms = (v) => (v < 1 ? `${Math.round(v * 1000)} µs` : `${v.toFixed(2)} ms`);
@@ -234,11 +228,20 @@ function printTable(results, targets, rss) {
     const runs = get(measure, name);
     return runs ? median(runs.map((r) => r[field])) : NaN;
   };
-  // 1-connection latencies pool all the runs of a target (see the rounds); others are medians.
-  const pooled = (measure, name) =>
-    get(measure, name)
-      .flatMap((run) => run.latencies)
-      .sort((a, b) => a - b);
+  // 1-connection latencies pool all the runs of a target (see the rounds), sorted once; others
+  // are medians of the rounds.
+  const pooledRuns = new Map();
+  const pooled = (measure, name) => {
+    const key = `${measure}/${name}`;
+    if (!pooledRuns.has(key))
+      pooledRuns.set(
+        key,
+        get(measure, name)
+          .flatMap((run) => run.latencies)
+          .sort((a, b) => a - b),
+      );
+    return pooledRuns.get(key);
+  };
   const percentile = (measure, name, p) =>
     get(measure, name)[0].latencies ? quantile(pooled(measure, name), p / 100) : pick(measure, name, `p${p}`);
   const latency = (measure, name) =>

@@ -19,7 +19,7 @@ import {
   startChatRig,
   throughput,
 } from './lib/chat-rig.mjs';
-import { cpuMsOf } from './lib/processes.mjs';
+import { cpuMsOf, median } from './lib/processes.mjs';
 import { benchArgs } from './lib/args.mjs';
 
 const {
@@ -42,12 +42,6 @@ const VARIANTS = [
   { name: 'metrics off', env: { METRICS_ENABLED: 'false', ACCESS_LOG: 'false' } },
   { name: 'on + access log', env: { METRICS_ENABLED: 'true', ACCESS_LOG: 'true' } },
 ];
-
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-};
 
 /** A fresh engine and gateway for one run of `variant`; stopped by the caller. */
 function startVariant(variant) {

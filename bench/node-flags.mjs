@@ -17,7 +17,7 @@ import {
   IN_PROCESS_MODEL,
   startChatRig,
 } from './lib/chat-rig.mjs';
-import { cpuMsOf, rssOf, sampleRss } from './lib/processes.mjs';
+import { cpuMsOf, median, rssOf, sampleRss } from './lib/processes.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
 import { benchArgs } from './lib/args.mjs';
 
@@ -114,10 +114,5 @@ async function measure(target, load, duration) {
 }
 
 function summary(runs) {
-  const median = (values) => {
-    const sorted = [...values].sort((x, y) => x - y);
-    const mid = sorted.length >> 1;
-    return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  };
   return { rps: Math.round(median(runs.map((r) => r.rps))), cpu: Math.round(median(runs.map((r) => r.cpu))) };
 }

@@ -14,10 +14,10 @@ import net from 'node:net';
  * `seconds`. Resolves `{ latencies, total, rps, non2xx, meanUs, usPerRequest }`: `latencies` in ms,
  * ascending; `meanUs` and `usPerRequest` (wall time ÷ requests) let a reader check the measurement
  * (the mean latency can only be at most the time per request). Handles answers with a
- * content-length and chunked ones (SSE streams). Rejects on a socket error, a close, or an answer
- * it cannot parse.
+ * content-length and chunked ones (SSE streams). Rejects on a socket error, a close, an answer it
+ * cannot parse, or one that takes longer than `timeoutMs` (wrk's default of 10 s).
  */
-export function oneConnectionLatencies(url, body, key, seconds) {
+export function oneConnectionLatencies(url, body, key, seconds, { timeoutMs = 10_000 } = {}) {
   const { hostname, port, pathname, search } = new URL(url);
   const payload = Buffer.from(body);
   const request = Buffer.concat([
@@ -31,6 +31,7 @@ export function oneConnectionLatencies(url, body, key, seconds) {
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname);
     socket.setNoDelay(true);
+    socket.setTimeout(timeoutMs, () => fail(new Error(`${url} sent nothing for ${timeoutMs} ms`)));
     const latencies = [];
     let non2xx = 0;
     let pending = Buffer.alloc(0);
@@ -89,11 +90,8 @@ export function oneConnectionLatencies(url, body, key, seconds) {
   });
 }
 
-/**
- * The status and byte length of the HTTP/1.1 answer at the start of `bytes`, or null while it is
- * incomplete. Exported for the bench's own check.
- */
-export function completeAnswer(bytes) {
+/** The status and byte length of the HTTP/1.1 answer at the start of `bytes`, or null while it is incomplete. */
+function completeAnswer(bytes) {
   const headEnd = bytes.indexOf('\r\n\r\n');
   if (headEnd === -1) return null;
   const head = bytes.subarray(0, headEnd).toString('latin1');

@@ -123,6 +123,13 @@ export function stopProcess(child) {
   });
 }
 
+/** The median of `values` (any order). */
+export function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
 /** Value at quantile q (0–1) of an ascending-sorted array. */
 export function quantile(sorted, q) {
   if (sorted.length === 0) return NaN;
