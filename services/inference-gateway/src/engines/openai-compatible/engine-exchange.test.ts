@@ -1,8 +1,8 @@
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Pool } from 'undici';
 import { ClientAbort } from '../engine.types';
-import { DUMP_LIMIT_BYTES, exchange } from './engine-exchange';
+import { DUMP_LIMIT_BYTES, exchange, QUEUE_HIGH_WATER_BYTES } from './engine-exchange';
 
 /** A real HTTP server whose answer each test sets, counting the connections it accepted. */
 class Upstream {
@@ -98,8 +98,35 @@ describe('engine exchange (undici dispatch)', () => {
     await sleep(200);
     // Nobody read, so the engine stopped at what the socket buffers hold, far from the whole answer.
     expect(written).toBe(held);
+    expect(QUEUE_HIGH_WATER_BYTES).toBeLessThan(1024 * 1024);
     expect(written).toBeLessThan(64 * 1024 * 1024);
     await reader.return?.();
+  });
+
+  it('hands over every HTTP chunk of one socket read at once: one step per read, not per event', async () => {
+    // An engine that writes each event as an HTTP chunk of its own; here all 16 leave in one
+    // socket write, so they arrive in one read.
+    const events = Array.from({ length: 16 }, (_, i) => `data: {"n":${i}}\n\n`);
+    const raw = createServer((socket) => {
+      socket.once('data', () => {
+        const chunked = events.map((event) => `${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n`).join('');
+        socket.end(
+          `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${chunked}0\r\n\r\n`,
+        );
+      });
+    });
+    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+    const rawPool = new Pool(`http://127.0.0.1:${(raw.address() as AddressInfo).port}`, { connections: 1 });
+    try {
+      const response = await exchange(rawPool, POST, new ClientAbort());
+      const reads: string[] = [];
+      for await (const part of response.body) reads.push(part.toString());
+      expect(reads.join('')).toBe(events.join(''));
+      expect(reads.length).toBeLessThanOrEqual(2);
+    } finally {
+      await rawPool.destroy();
+      await new Promise((resolve) => raw.close(resolve));
+    }
   });
 
   it('dump keeps a short body’s connection for the next request and drops a long one', async () => {

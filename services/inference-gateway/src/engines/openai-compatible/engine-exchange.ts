@@ -10,9 +10,12 @@ export interface EngineResponse {
 }
 
 /**
- * A response body read with backpressure: at most one read waits here unconsumed; beyond that
- * the connection stops reading until the consumer takes it. Iterate it once; leaving the loop
- * before its end drops the connection (a half-read HTTP/1.1 answer cannot be reused).
+ * A response body read with backpressure: up to QUEUE_HIGH_WATER_BYTES wait here unconsumed;
+ * beyond that the connection stops reading until the consumer takes them. Each step of the
+ * iteration hands over everything that arrived since the last one as one Buffer, so an engine
+ * that writes every event as an HTTP chunk of its own (as vLLM, SGLang and llama.cpp do) costs one
+ * step per socket read, not one per event. Iterate it once; leaving the loop before its end drops
+ * the connection (a half-read HTTP/1.1 answer cannot be reused).
  */
 export interface EngineBody extends AsyncIterable<Buffer> {
   /** Drops the connection unless the body was read to its end. */
@@ -46,6 +49,9 @@ export function exchange(
 /** How much of an unwanted body `dump` reads before it drops the connection instead. */
 export const DUMP_LIMIT_BYTES = 128 * 1024;
 
+/** How many unconsumed body bytes may wait before the connection stops reading. */
+export const QUEUE_HIGH_WATER_BYTES = 64 * 1024;
+
 const END: IteratorResult<Buffer> = Object.freeze({ done: true, value: undefined });
 
 class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, EngineBody {
@@ -55,13 +61,16 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   private abortConnection: ((err?: Error) => void) | null = null;
   private resumeConnection: (() => void) | null = null;
   private headersSettled = false;
-  /** A read not yet taken by the consumer (null: none). */
-  private queued: Buffer | null = null;
+  /** Body bytes not yet taken by the consumer, in the order they came. */
+  private queue: Buffer[] = [];
+  private queuedBytes = 0;
   private paused = false;
   private ended = false;
   private failure: Error | null = null;
   /** The consumer waiting for the next read. */
   private waiting: { resolve: (result: IteratorResult<Buffer>) => void; reject: (err: Error) => void } | null = null;
+  /** A hand-over to the waiting consumer is queued as a microtask. */
+  private handOverQueued = false;
   private readonly onClientAbort = () => this.abort(new Error('The client went away.'));
 
   constructor(
@@ -92,22 +101,47 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   onData(chunk: Buffer): boolean {
     // A resumed parser flushes itself with an empty read first.
     if (chunk.length === 0) return true;
-    const waiting = this.waiting;
-    if (waiting) {
-      this.waiting = null;
-      waiting.resolve({ done: false, value: chunk });
-      return true;
+    this.queue.push(chunk);
+    this.queuedBytes += chunk.length;
+    // undici's parser calls onData once per HTTP chunk, all those of one socket read in a row
+    // before any microtask runs: the consumer is handed the whole read at once, after it.
+    if (this.waiting && !this.handOverQueued) {
+      this.handOverQueued = true;
+      queueMicrotask(this.handOver);
     }
-    this.queued = this.queued === null ? chunk : Buffer.concat([this.queued, chunk]);
+    if (this.queuedBytes < QUEUE_HIGH_WATER_BYTES) return true;
     this.paused = true;
     return false;
+  }
+
+  private readonly handOver = (): void => {
+    this.handOverQueued = false;
+    const waiting = this.waiting;
+    if (!waiting || this.queuedBytes === 0) return;
+    this.waiting = null;
+    waiting.resolve({ done: false, value: this.take() });
+  };
+
+  /** Everything queued, as one Buffer; resumes a paused connection. */
+  private take(): Buffer {
+    const queue = this.queue;
+    const value = queue.length === 1 ? (queue[0] as Buffer) : Buffer.concat(queue, this.queuedBytes);
+    this.queue = [];
+    this.queuedBytes = 0;
+    if (this.paused) {
+      this.paused = false;
+      // May run the parser at once over what the socket already read: onData queues it anew.
+      this.resumeConnection?.();
+    }
+    return value;
   }
 
   onComplete(): void {
     this.ended = true;
     this.signal.off('abort', this.onClientAbort);
     const waiting = this.waiting;
-    if (waiting && this.queued === null) {
+    // With bytes queued, the hand-over already queued delivers them first; the next step ends.
+    if (waiting && this.queuedBytes === 0) {
       this.waiting = null;
       waiting.resolve(END);
     }
@@ -122,7 +156,8 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
     }
     this.failure = err;
     const waiting = this.waiting;
-    if (waiting) {
+    // Bytes that came before the error are handed over first (by the queued hand-over).
+    if (waiting && this.queuedBytes === 0) {
       this.waiting = null;
       waiting.reject(err);
     }
@@ -146,15 +181,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   }
 
   private next(): Promise<IteratorResult<Buffer>> {
-    const queued = this.queued;
-    if (queued !== null) {
-      this.queued = null;
-      if (this.paused) {
-        this.paused = false;
-        this.resumeConnection?.();
-      }
-      return Promise.resolve({ done: false, value: queued });
-    }
+    if (this.queuedBytes > 0) return Promise.resolve({ done: false, value: this.take() });
     if (this.failure) return Promise.reject(this.failure);
     if (this.ended) return Promise.resolve(END);
     return new Promise((resolve, reject) => {
