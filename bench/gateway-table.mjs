@@ -14,6 +14,10 @@
 // throughout; its CPU time per request (from /proc) is printed too: it barely depends on other
 // load. The goals of issue 13 are checked from ratios within the run. Last, the CPU of a relayed
 // stream part by part (engine, gateway, wrk, Redis) and the stream rate two cores allow with it.
+// The 32-connection stream point is measured against two instant engines: the one of the table,
+// which writes the events generated together in one write (the whole stream, here), and one that
+// writes every event as an HTTP chunk of its own (`--flush-each-event`), as vLLM, SGLang and
+// llama.cpp's server send one per token; the gateway governs both.
 // Usage: pnpm build && node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]
 //   --tsx runs the TypeScript sources instead of dist/ (RSS is then tsx's, not the start command's).
 import { randomUUID } from 'node:crypto';
@@ -26,10 +30,12 @@ import {
   createBenchOrgKey,
   deleteByPrefix,
   gatewayStartFlags,
+  httpModelCatalogLines,
   IN_PROCESS_CATALOG_LINES,
   IN_PROCESS_MODEL,
   postChat,
   startChatRig,
+  startInstantEngine,
 } from './lib/chat-rig.mjs';
 import { cpuMsOf, exitedChildrenCpuMs, machineCpuMs, median, quantile, rssOf, sampleRss } from './lib/processes.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
@@ -46,6 +52,8 @@ const PREFIX = `${process.env.BENCH_REDIS_PREFIX ?? 'bench-'}${randomUUID()}:`;
 const STATIC_KEY = 'bench-static-key';
 const ADMIN_TOKEN = `bench-admin-${randomUUID()}`;
 const STREAM_TOKENS = 16;
+/** The model served by the engine that writes every event on its own. */
+const PER_EVENT_MODEL = 'bench/per-event';
 const CORES = availableParallelism();
 /** Slices per round of each 1-connection point (see the rounds). */
 const ONE_CONNECTION_SLICES = 3;
@@ -69,41 +77,60 @@ const bodyOf = (model, stream) =>
 
 const redis = new Redis(redisUrl);
 let rig;
+let perEventSim;
 try {
+  // Every stream has exactly max_tokens token chunks.
+  const simArgs = ['--ignore-eos'];
+  const modelLines = ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'];
+  perEventSim = await startInstantEngine({ useDist, simArgs: [...simArgs, '--flush-each-event'] });
   rig = await startChatRig({
     useDist,
-    // Every stream has exactly max_tokens token chunks.
-    simArgs: ['--ignore-eos'],
-    modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
-    extraCatalogLines: IN_PROCESS_CATALOG_LINES,
+    simArgs,
+    modelLines,
+    extraCatalogLines: [
+      ...IN_PROCESS_CATALOG_LINES,
+      ...httpModelCatalogLines(PER_EVENT_MODEL, perEventSim.port, modelLines),
+    ],
     gatewayEnv: { REDIS_URL: redisUrl, REDIS_PREFIX: PREFIX, API_KEYS: STATIC_KEY, ADMIN_TOKEN },
     gatewayNodeFlags,
   });
   const { sim, gateway, engineUrl, gatewayUrl } = rig;
   const orgKey = await createBenchOrgKey(gateway.port, ADMIN_TOKEN);
+  // `pid` serves the requests; `enginePid` is the engine process behind them (for the CPU split).
+  const engine = { pid: sim.child.pid, enginePid: sim.child.pid };
+  const throughGateway = { url: gatewayUrl, pid: gateway.child.pid, enginePid: sim.child.pid };
+  const perEventEngineUrl = `http://127.0.0.1:${perEventSim.port}/v1/chat/completions`;
   const targets = {
-    engine: { label: 'engine alone', url: engineUrl, key: STATIC_KEY, model: BENCH_MODEL, pid: sim.child.pid },
-    governed: { label: 'Tollway, governed', url: gatewayUrl, key: orgKey, model: BENCH_MODEL, pid: gateway.child.pid },
-    unmetered: {
-      label: 'Tollway, unmetered',
-      url: gatewayUrl,
+    engine: { label: 'engine alone', url: engineUrl, key: STATIC_KEY, model: BENCH_MODEL, ...engine },
+    governed: { label: 'Tollway, governed', key: orgKey, model: BENCH_MODEL, ...throughGateway },
+    unmetered: { label: 'Tollway, unmetered', key: STATIC_KEY, model: BENCH_MODEL, ...throughGateway },
+    inProcess: { label: 'Tollway, in-process sim', key: STATIC_KEY, model: IN_PROCESS_MODEL, ...throughGateway },
+    perEventEngine: {
+      label: 'per-event engine alone',
+      url: perEventEngineUrl,
       key: STATIC_KEY,
-      model: BENCH_MODEL,
-      pid: gateway.child.pid,
+      model: PER_EVENT_MODEL,
+      pid: perEventSim.child.pid,
+      enginePid: perEventSim.child.pid,
     },
-    inProcess: {
-      label: 'Tollway, in-process sim',
-      url: gatewayUrl,
-      key: STATIC_KEY,
-      model: IN_PROCESS_MODEL,
-      pid: gateway.child.pid,
+    perEventGoverned: {
+      label: 'Tollway, governed, per-event engine',
+      key: orgKey,
+      model: PER_EVENT_MODEL,
+      ...throughGateway,
+      enginePid: perEventSim.child.pid,
     },
   };
   const measures = [
     { name: 'json1', stream: false, connections: 1, targets: ['engine', 'governed', 'unmetered'] },
     { name: 'json32', stream: false, connections: 32, targets: ['engine', 'governed', 'unmetered'] },
     { name: 'sse1', stream: true, connections: 1, targets: ['engine', 'governed', 'unmetered'] },
-    { name: 'sse32', stream: true, connections: 32, targets: ['engine', 'governed', 'unmetered', 'inProcess'] },
+    {
+      name: 'sse32',
+      stream: true,
+      connections: 32,
+      targets: ['engine', 'governed', 'unmetered', 'inProcess', 'perEventEngine', 'perEventGoverned'],
+    },
   ];
   console.log(
     `engine :${sim.port}  gateway :${gateway.port} (${useDist ? `the start script: ${START_SCRIPT}` : 'tsx'})  ` +
@@ -112,7 +139,7 @@ try {
   );
 
   // Every relayed stream follows the Events rules; checked once per target before the load.
-  for (const name of ['engine', 'governed', 'unmetered', 'inProcess']) await checkStream(targets[name]);
+  for (const name of Object.keys(targets)) await checkStream(targets[name]);
   const rssIdle = rssOf(gateway.child.pid);
   const stopRss = sampleRss(gateway.child.pid, 50);
   // Warm-up: JIT, connection pools, quota slices and capacity blocks.
@@ -145,17 +172,17 @@ try {
       for (let slice = 0; slice < slices; slice++) order.push(...rotate(measure.targets, round + slice));
       for (const name of order) {
         const target = targets[name];
-        const budgetBefore = await budgetSnapshot();
+        const budgetBefore = await budgetSnapshot(target);
         const result = await sampled(`${measure.name} ${name}, round ${round + 1}`, () =>
           load(target, measure.stream, measure.connections, duration),
         );
-        const budget = perRequest(budgetBefore, await budgetSnapshot(), result.total);
+        const budget = perRequest(budgetBefore, await budgetSnapshot(target), result.total);
         if (result.non2xx > 0 || result.errors > 0)
           console.log(`  ! ${measure.name} ${name}: ${result.non2xx} non-2xx, ${result.errors} socket errors`);
         const key = `${measure.name}/${name}`;
         if (!results.has(key)) results.set(key, []);
         // CPU of the serving process: the engine alone's, else the gateway's.
-        const cpuUsPerRequest = target.pid === sim.child.pid ? budget.engineUs : budget.gatewayUs;
+        const cpuUsPerRequest = target.pid === target.enginePid ? budget.engineUs : budget.gatewayUs;
         results.get(key).push({ ...result, cpuUsPerRequest, ...budget });
       }
       if (measure.name === 'json32') rssAfterJson = Math.max(rssAfterJson, rssOf(gateway.child.pid) ?? 0);
@@ -167,22 +194,22 @@ try {
 
   printTable(results, targets, { rssIdle, rssAfterJson, rssEnd, rssPeak, peakDuring: peakLoad.during });
 } finally {
-  await rig?.stop();
+  await Promise.all([rig?.stop(), perEventSim?.stop()]);
   await deleteByPrefix(redis, PREFIX);
   redis.disconnect();
 }
 
 /**
- * CPU time so far, in ms, of every part of a measurement: the engine process, the gateway process,
+ * CPU time so far, in ms, of every part of a measurement of `target`: its engine process, the gateway process,
  * wrk (this process's exited children: each wrk run is waited for), Redis (its INFO), and the whole
  * machine (busy and total, all cores).
  */
-async function budgetSnapshot() {
+async function budgetSnapshot(target) {
   const info = await redis.info('cpu');
   const cpuSeconds = (field) => Number(new RegExp(`^${field}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
   const machine = machineCpuMs();
   return {
-    engine: cpuMsOf(rig.sim.child.pid),
+    engine: cpuMsOf(target.enginePid),
     gateway: cpuMsOf(rig.gateway.child.pid),
     wrk: exitedChildrenCpuMs(),
     redis: (cpuSeconds('used_cpu_user') + cpuSeconds('used_cpu_sys')) * 1000,
@@ -273,6 +300,11 @@ function printTable(results, targets, rss) {
   );
   console.log(line(['', ...names.map((n) => targets[n].label)]));
   for (const [label, cell] of rows) console.log(line([label, ...names.map(cell)]));
+  const perEvent = ['perEventEngine', 'perEventGoverned'];
+  console.log(`\nAn engine that writes every event on its own (--flush-each-event), as per-token engines do`);
+  console.log(line(['', ...perEvent.map((n) => targets[n].label)]));
+  for (const [label, cell] of rows.filter(([label]) => label.startsWith('SSE') && !label.includes('1 conn')))
+    console.log(line([label, ...perEvent.map(cell)]));
   const check = (measure) =>
     names
       .filter((n) => get(measure, n))
@@ -293,6 +325,18 @@ function printTable(results, targets, rss) {
 
   const p99 = (m, n) => percentile(m, n, 99);
   const rps = (m, n) => pick(m, n, 'rps');
+  // The stream goals: rate ≥ 75 % of the engine alone's, p99 ≤ 2 × its p99, at 32 connections.
+  const streamGoals = (engine, governed, label) => {
+    const [rate, p99s] = [rps('sse32', governed) / rps('sse32', engine), p99('sse32', governed) / p99('sse32', engine)];
+    return [
+      [`${label} streams/s ≥ 75 % of engine`, `${(100 * rate).toFixed(0)} %`, rate >= 0.75],
+      [
+        `${label} stream p99 ≤ 2 × engine`,
+        `${ms(p99('sse32', governed))} vs ${ms(2 * p99('sse32', engine))} (ratio ${p99s.toFixed(2)})`,
+        p99s <= 2,
+      ],
+    ];
+  };
   const checks = [
     [
       'governed p99, 1 conn ≤ 1.5 × unmetered p99',
@@ -304,16 +348,8 @@ function printTable(results, targets, rss) {
       `${ms(p99('json1', 'governed'))} vs ${ms(p99('json1', 'engine') + 1.5)}`,
       p99('json1', 'governed') <= p99('json1', 'engine') + 1.5,
     ],
-    [
-      'governed streams/s ≥ 75 % of engine',
-      `${((100 * rps('sse32', 'governed')) / rps('sse32', 'engine')).toFixed(0)} %`,
-      rps('sse32', 'governed') >= 0.75 * rps('sse32', 'engine'),
-    ],
-    [
-      'governed stream p99 ≤ 2 × engine',
-      `${ms(p99('sse32', 'governed'))} vs ${ms(2 * p99('sse32', 'engine'))} (ratio ${(p99('sse32', 'governed') / p99('sse32', 'engine')).toFixed(2)})`,
-      p99('sse32', 'governed') <= 2 * p99('sse32', 'engine'),
-    ],
+    ...streamGoals('engine', 'governed', 'governed'),
+    ...streamGoals('perEventEngine', 'perEventGoverned', 'per-event engine: governed'),
     ['gateway peak RSS ≤ 150 MB', mb(rss.rssPeak), rss.rssPeak <= 150 * 1024 * 1024],
     [
       'governed JSON req/s at 32 conn, share of engine',
@@ -323,7 +359,7 @@ function printTable(results, targets, rss) {
   ];
   console.log('\nGoals of issue 13 (ratios within this run)');
   for (const [label, value, ok] of checks)
-    console.log(`  ${ok === null ? '    ' : ok ? 'ok  ' : 'MISS'} ${label.padEnd(50)} ${value}`);
+    console.log(`  ${ok === null ? '    ' : ok ? 'ok  ' : 'MISS'} ${label.padEnd(56)} ${value}`);
   printBudget(pick, rps, targets);
 }
 
@@ -335,9 +371,9 @@ function printTable(results, targets, rss) {
  * measured.
  */
 function printBudget(pick, rps, targets) {
-  const names = ['engine', 'governed', 'unmetered', 'inProcess'];
+  const names = ['engine', 'governed', 'unmetered', 'inProcess', 'perEventEngine', 'perEventGoverned'];
   const parts = ['engineUs', 'gatewayUs', 'wrkUs', 'redisUs'];
-  const widths = [26, 9, 9, 9, 9, 9, 14];
+  const widths = [36, 9, 9, 9, 9, 9, 14];
   const line = (cells) =>
     cells
       .map((cell, i) =>
@@ -356,21 +392,26 @@ function printBudget(pick, rps, targets) {
       line([targets[name].label, ...values.map((v) => v.toFixed(1)), sum.toFixed(1), `${busy.toFixed(2)} cores`]),
     );
   }
-  const engineRate = rps('sse32', 'engine');
-  const engineOwn = pick('sse32', 'engine', 'engineUs');
-  const [engine, gateway, wrk, redisUs] = parts.map((part) => pick('sse32', 'governed', part));
-  const others = engine + wrk + redisUs;
-  const ceiling = Math.min((CORES * 1e6) / (others + gateway), 1e6 / gateway);
-  const goal = 0.75 * engineRate;
-  const gatewayFor = Math.min((CORES * 1e6) / goal - others, 1e6 / goal);
-  console.log(
-    `  governed: at most ${Math.round(ceiling)} streams/s with these costs (${((100 * ceiling) / engineRate).toFixed(0)} % ` +
-      `of the engine alone; measured ${Math.round(rps('sse32', 'governed'))})`,
-  );
-  console.log(
-    `  75 % of the engine alone (${Math.round(goal)}/s) would need the gateway at ≤ ${gatewayFor.toFixed(1)} µs a stream: ` +
-      `${(gatewayFor / engineOwn).toFixed(2)} × what the engine alone spends to generate and serve it (today ${(gateway / engineOwn).toFixed(2)} ×)`,
-  );
+  for (const [engineName, governedName] of [
+    ['engine', 'governed'],
+    ['perEventEngine', 'perEventGoverned'],
+  ]) {
+    const engineRate = rps('sse32', engineName);
+    const engineOwn = pick('sse32', engineName, 'engineUs');
+    const [engine, gateway, wrk, redisUs] = parts.map((part) => pick('sse32', governedName, part));
+    const others = engine + wrk + redisUs;
+    const ceiling = Math.min((CORES * 1e6) / (others + gateway), 1e6 / gateway);
+    const goal = 0.75 * engineRate;
+    const gatewayFor = Math.min((CORES * 1e6) / goal - others, 1e6 / goal);
+    console.log(
+      `  ${targets[governedName].label}: at most ${Math.round(ceiling)} streams/s with these costs ` +
+        `(${((100 * ceiling) / engineRate).toFixed(0)} % of the engine alone; measured ${Math.round(rps('sse32', governedName))})`,
+    );
+    console.log(
+      `    75 % of the engine alone (${Math.round(goal)}/s) would need the gateway at ≤ ${gatewayFor.toFixed(1)} µs a stream: ` +
+        `${(gatewayFor / engineOwn).toFixed(2)} × what the engine alone spends to generate and serve it (today ${(gateway / engineOwn).toFixed(2)} ×)`,
+    );
+  }
 }
 
 /** One stream through `target`, checked against the six Events rules; throws on a violation. */
@@ -382,7 +423,7 @@ async function checkStream(target) {
   if (status !== 200) throw new Error(`${target.label}: stream answered ${status}`);
   // The engine alone is what it is (it sends no usage on the first chunks unless asked); the
   // gateway's streams are what must follow the rules.
-  if (target.url.includes(`:${rig.sim.port}/`)) return;
+  if (target.pid === target.enginePid) return;
   const frames = text
     .split('\n\n')
     .filter((frame) => frame.length > 0)

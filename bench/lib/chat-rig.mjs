@@ -67,10 +67,7 @@ export async function startChatRig({
     rmSync(work, { recursive: true, force: true });
   };
   try {
-    sim = await startService(entry('src/engines/simulated/main-sim.ts', 'dist/engines/simulated/main-sim.js'), {
-      args: ['--port', '0', '--ttft-ms', '0', '--tpot-ms', '0', '--max-concurrency', '100000', ...simArgs],
-      cwd: gatewayDir,
-    });
+    sim = await startInstantEngine({ useDist, simArgs });
     const catalog = join(work, 'catalog.yaml');
     writeBenchCatalog(catalog, sim.port, { modelLines, extraCatalogLines });
     gateway = await startService(entry('src/main.ts', 'dist/main.js'), {
@@ -99,25 +96,43 @@ export async function startChatRig({
 }
 
 /**
+ * Starts the simulated engine as its own process, answering at once (no time to first token, none
+ * per token, no concurrency limit); `simArgs` adds flags (e.g. `--flush-each-event`). Resolves the
+ * service (`port`, `child`, `stop()`).
+ */
+export function startInstantEngine({ useDist, simArgs = [] }) {
+  const file = useDist ? 'dist/engines/simulated/main-sim.js' : 'src/engines/simulated/main-sim.ts';
+  return startService(join(gatewayDir, file), {
+    args: ['--port', '0', '--ttft-ms', '0', '--tpot-ms', '0', '--max-concurrency', '100000', ...simArgs],
+    cwd: gatewayDir,
+  });
+}
+
+/**
+ * Catalog lines (under `models:`) of a model `id` served over HTTP by the engine on `enginePort`,
+ * with `modelLines` (e.g. `capacity: 100`) added to it.
+ */
+export function httpModelCatalogLines(id, enginePort, modelLines = []) {
+  return [
+    `  - id: ${id}`,
+    '    owned_by: bench',
+    '    created: 1767225600',
+    ...modelLines.map((line) => `    ${line}`),
+    '    engine:',
+    '      kind: openai-compatible',
+    '      replicas:',
+    `        - base_url: http://127.0.0.1:${enginePort}/v1`,
+  ];
+}
+
+/**
  * Writes the rig's catalog to `path`: BENCH_MODEL served over HTTP by the engine on `enginePort`,
  * with `modelLines` added to the model and `extraCatalogLines` (other models) after it.
  */
 export function writeBenchCatalog(path, enginePort, { modelLines = [], extraCatalogLines = [] } = {}) {
   writeFileSync(
     path,
-    [
-      'models:',
-      `  - id: ${BENCH_MODEL}`,
-      '    owned_by: bench',
-      '    created: 1767225600',
-      ...modelLines.map((line) => `    ${line}`),
-      '    engine:',
-      '      kind: openai-compatible',
-      '      replicas:',
-      `        - base_url: http://127.0.0.1:${enginePort}/v1`,
-      ...extraCatalogLines,
-      '',
-    ].join('\n'),
+    ['models:', ...httpModelCatalogLines(BENCH_MODEL, enginePort, modelLines), ...extraCatalogLines, ''].join('\n'),
   );
 }
 

@@ -1,5 +1,5 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import { drainedOrClosed } from './raw-http';
+import { drainedOrClosed } from '@tollway/service-kit';
 
 /**
  * What the hostile engine does with a chat completion, by the first path segment of its base URL

@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { drainedOrClosed } from '@tollway/service-kit';
 
 /** What came back for one request written byte for byte on a fresh TCP connection. */
 export type Outcome =
@@ -70,19 +71,6 @@ export function sendRaw(host: string, port: number, request: RawRequest, timeout
       if (parser.done) finish(parser.outcome(Date.now() - started));
       else if (err.code !== 'EPIPE') onEnd(err.code ?? err.message);
     });
-  });
-}
-
-/** Resolves on the next `drain` or `close`, leaving no listener behind. */
-export function drainedOrClosed(stream: NodeJS.EventEmitter): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      stream.off('drain', done);
-      stream.off('close', done);
-      resolve();
-    };
-    stream.once('drain', done);
-    stream.once('close', done);
   });
 }
 

@@ -55,6 +55,7 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
   let sim: SimServer;
   let reasoner: SimServer;
   let instant: SimServer;
+  let perEvent: SimServer;
   let gateway: GatewayHarness;
   const admission = new RecordingAdmission();
   const stream = async (body: Record<string, unknown>) => {
@@ -73,14 +74,20 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
     const plain = await startSim({ time_to_first_token_ms: 1, time_per_output_token_ms: 1 });
     const thinking = await startSim({ reasoning: true });
     const atOnce = await startSim({ time_to_first_token_ms: 0, time_per_output_token_ms: 0, ignore_eos: true });
+    const eventByEvent = await startSim(
+      { time_to_first_token_ms: 0, time_per_output_token_ms: 0, ignore_eos: true },
+      { flushEachEvent: true },
+    );
     sim = plain.sim;
     reasoner = thinking.sim;
     instant = atOnce.sim;
+    perEvent = eventByEvent.sim;
     gateway = await startGateway(
       catalogModels([
         httpModel('sim/chat', [plain.baseUrl]),
         httpModel('sim/reasoner', [thinking.baseUrl]),
         httpModel('sim/instant', [atOnce.baseUrl]),
+        httpModel('sim/per-event', [eventByEvent.baseUrl]),
         {
           ...httpModel('fake/odd', []),
           engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: 'odd-stream' }] },
@@ -107,6 +114,7 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
     await sim.close();
     await reasoner.close();
     await instant.close();
+    await perEvent.close();
   });
 
   /** The usage the relayed stream was settled with, once it was. */
@@ -118,6 +126,7 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
   it.each([
     ['one token per read, over several turns', 'sim/chat'],
     ['the whole stream at once, in one or two reads (one socket write to the client)', 'sim/instant'],
+    ['every event an HTTP chunk of its own, written at once (as per-token engines write them)', 'sim/per-event'],
   ])('a relayed stream is whole and billed exactly what the engine reported: %s', async (_name, model) => {
     const before = admission.tickets.length;
     const chunks = expectSixRules((await stream({ model, max_tokens: 16 })).raw);

@@ -9,7 +9,7 @@ import { CatalogStore } from '../../src/catalog/catalog-store';
 import { CatalogFile, type CatalogModel } from '../../src/catalog/catalog.schema';
 import { loadGatewayConfig, type GatewayConfig } from '../../src/config';
 import { engineContextOf, EngineRegistry } from '../../src/engines';
-import { SimServer } from '../../src/engines/simulated/sim-server';
+import { SimServer, type SimServerOptions } from '../../src/engines/simulated/sim-server';
 import type { SimulationOptions } from '../../src/catalog/catalog.schema';
 
 /** The API key every harness gateway accepts. */
@@ -89,18 +89,25 @@ export async function startGateway(
 }
 
 /** Starts the simulated engine as a real HTTP server on 127.0.0.1 port 0. */
-export async function startSim(options: Partial<SimulationOptions> = {}): Promise<{ sim: SimServer; baseUrl: string }> {
-  const sim = new SimServer({
-    time_to_first_token_ms: 0,
-    time_per_output_token_ms: 0,
-    max_concurrency: 64,
-    default_max_tokens: 32,
-    max_model_len: 4096,
-    reasoning: false,
-    ignore_eos: false,
-    error_style: 'json',
-    ...options,
-  });
+export async function startSim(
+  options: Partial<SimulationOptions> = {},
+  serverOptions: SimServerOptions = {},
+): Promise<{ sim: SimServer; baseUrl: string }> {
+  const sim = new SimServer(
+    {
+      time_to_first_token_ms: 0,
+      time_per_output_token_ms: 0,
+      max_concurrency: 64,
+      default_max_tokens: 32,
+      max_model_len: 4096,
+      reasoning: false,
+      ignore_eos: false,
+      error_style: 'json',
+      ...options,
+    },
+    'simulated',
+    serverOptions,
+  );
   const port = await sim.listen(0);
   return { sim, baseUrl: `http://127.0.0.1:${port}/v1` };
 }

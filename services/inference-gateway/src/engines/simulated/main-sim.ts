@@ -16,6 +16,7 @@ async function main(): Promise<void> {
       error_style: config.errorStyle,
     },
     config.modelName,
+    { flushEachEvent: config.flushEachEvent },
   );
   const port = await sim.listen(config.port, config.host);
   process.stdout.write(

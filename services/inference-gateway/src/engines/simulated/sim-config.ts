@@ -23,6 +23,8 @@ export const SimConfigSchema = z.object({
   reasoning: envBoolean.default(false),
   /** Write until max_tokens instead of ending sentences early (vLLM's ignore_eos); default false. */
   ignoreEos: envBoolean.default(false),
+  /** Every SSE event as a write of its own, as real engines send a token at a time; default false (one write per batch). */
+  flushEachEvent: envBoolean.default(false),
   /** Parameter errors as vLLM's flat JSON (`json`) or `text/plain` (`text`); default json. */
   errorStyle: z.enum(['json', 'text']).default('json'),
 });
@@ -39,6 +41,7 @@ const SOURCES: Record<keyof z.infer<typeof SimConfigSchema>, ConfigSource> = {
   maxModelLen: { env: 'SIM_MAX_MODEL_LEN', flag: 'max-model-len' },
   reasoning: { env: 'SIM_REASONING', flag: 'reasoning', boolean: true },
   ignoreEos: { env: 'SIM_IGNORE_EOS', flag: 'ignore-eos', boolean: true },
+  flushEachEvent: { env: 'SIM_FLUSH_EACH_EVENT', flag: 'flush-each-event', boolean: true },
   errorStyle: { env: 'SIM_ERROR_STYLE', flag: 'error-style' },
 };
 

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { CreateChatCompletionRequest } from '@tollway/contracts';
-import { formatIssuePath } from '@tollway/service-kit';
+import { drainedOrClosed, formatIssuePath } from '@tollway/service-kit';
 import type { SimulationOptions } from '../../catalog/catalog.schema';
 import { EngineAbortedError } from '../engine.types';
 import { renderSimError, SimParameterError, Simulator } from './simulator';
@@ -19,6 +19,15 @@ export interface SimStats {
   streamedBytes: number;
 }
 
+/** How the sim server writes a stream. */
+export interface SimServerOptions {
+  /**
+   * Every event as a write (an HTTP chunk) of its own, as vLLM, SGLang and llama.cpp's server send
+   * one per generated token; by default the events generated together leave in one write.
+   */
+  flushEachEvent?: boolean;
+}
+
 /**
  * The simulated engine as a standalone OpenAI-compatible HTTP server, shaped like vLLM's:
  * `POST /v1/chat/completions` (JSON or SSE, `stream_options.include_usage` and
@@ -33,6 +42,7 @@ export class SimServer {
   constructor(
     readonly options: SimulationOptions,
     private readonly modelName = 'simulated',
+    private readonly serverOptions: SimServerOptions = {},
   ) {
     this.simulator = new Simulator(options);
     this.server = createServer((req, res) => {
@@ -128,10 +138,7 @@ export class SimServer {
         };
         res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
         for await (const batch of this.simulator.stream(request, controller.signal, options)) {
-          let text = '';
-          for (const chunk of batch) text += `data: ${JSON.stringify(chunk)}\n\n`;
-          this.stats.streamedBytes += text.length;
-          if (!res.write(text)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+          if (!this.writeEvents(res, batch)) await drainedOrClosed(res);
           if (controller.signal.aborted) throw new EngineAbortedError(null);
         }
         res.end('data: [DONE]\n\n');
@@ -145,6 +152,23 @@ export class SimServer {
       if (err instanceof SimParameterError) return this.refuse(res, err);
       throw err;
     }
+  }
+
+  /** Writes a batch of chunks as SSE events; false when the socket buffer is full. */
+  private writeEvents(res: ServerResponse, batch: readonly unknown[]): boolean {
+    if (this.serverOptions.flushEachEvent) {
+      let room = true;
+      for (const chunk of batch) {
+        const event = `data: ${JSON.stringify(chunk)}\n\n`;
+        this.stats.streamedBytes += event.length;
+        room = res.write(event);
+      }
+      return room;
+    }
+    let text = '';
+    for (const chunk of batch) text += `data: ${JSON.stringify(chunk)}\n\n`;
+    this.stats.streamedBytes += text.length;
+    return res.write(text);
   }
 
   private refuse(res: ServerResponse, err: SimParameterError): void {
