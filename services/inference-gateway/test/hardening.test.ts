@@ -39,6 +39,7 @@ describe('gateway hardening', () => {
         engine.catalogEntry('huge-event'),
         engine.catalogEntry('endless-stream'),
         engine.catalogEntry('cut-stream'),
+        engine.catalogEntry('confetti-stream'),
       ]),
       {
         env: {
@@ -207,6 +208,19 @@ describe('gateway hardening', () => {
         502,
         'bad_engine_response',
       );
+    });
+
+    it('a stream sent one byte per HTTP chunk (thousands in one read) is relayed whole and in order', async () => {
+      const res = await chat({ model: 'fake/confetti-stream', messages: hi, stream: true });
+      expect(res.status).toBe(200);
+      const payloads = ssePayloads(await res.text());
+      expect(payloads.at(-1)).toBe('[DONE]');
+      const chunks = payloads
+        .slice(0, -1)
+        .map((payload) => JSON.parse(payload) as { choices: Array<{ delta?: { content?: string } }>; usage?: unknown });
+      const text = chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? '').join('');
+      expect(text).toBe(Array.from({ length: 20 }, (_, i) => ` w${i}`).join(''));
+      expect(chunks.at(-1)?.usage).toEqual({ prompt_tokens: 3, completion_tokens: 20, total_tokens: 23 });
     });
 
     it('a stream longer than MAX_ENGINE_STREAM_BYTES ends with an error event and no [DONE]', async () => {

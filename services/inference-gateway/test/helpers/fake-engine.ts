@@ -143,6 +143,25 @@ export class FakeEngine {
         res.on('close', () => clearInterval(timer));
         return;
       }
+      case 'confetti-stream': {
+        // A whole stream (20 tokens, usage, [DONE]) with every byte an HTTP chunk of its own, all in
+        // one socket write: thousands of chunks in one read, written by hand on the socket.
+        const usage = { prompt_tokens: 3, completion_tokens: 20, total_tokens: 23 };
+        const events = [
+          chunk({ role: 'assistant', content: '' }, {}),
+          ...Array.from({ length: 20 }, (_, i) => chunk({ content: ` w${i}` })),
+          chunk({}, { finish_reason: 'stop' }),
+          `data: ${JSON.stringify({ id: 'fake-1', object: 'chat.completion.chunk', created: 1, model: record.model, choices: [], usage })}\n\n`,
+          'data: [DONE]\n\n',
+        ].join('');
+        const pieces = Array.from(Buffer.from(events), (byte) => `1\r\n${String.fromCharCode(byte)}\r\n`).join('');
+        res.socket?.end(
+          'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n' +
+            `${pieces}0\r\n\r\n`,
+          'latin1',
+        );
+        return;
+      }
       case 'endless-stream': {
         // Regular chunks, forever.
         res.writeHead(200, { 'content-type': 'text/event-stream' });

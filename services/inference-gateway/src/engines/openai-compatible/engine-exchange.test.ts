@@ -2,7 +2,7 @@ import http from 'node:http';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Pool } from 'undici';
 import { ClientAbort } from '../engine.types';
-import { DUMP_LIMIT_BYTES, exchange, QUEUE_HIGH_WATER_BYTES } from './engine-exchange';
+import { DUMP_LIMIT_BYTES, exchange, QUEUE_HIGH_WATER_BYTES, QUEUE_HIGH_WATER_CHUNKS } from './engine-exchange';
 
 /** A real HTTP server whose answer each test sets, counting the connections it accepted. */
 class Upstream {
@@ -103,29 +103,59 @@ describe('engine exchange (undici dispatch)', () => {
     await reader.return?.();
   });
 
-  it('hands over every HTTP chunk of one socket read at once: one step per read, not per event', async () => {
-    // An engine that writes each event as an HTTP chunk of its own; here all 16 leave in one
-    // socket write, so they arrive in one read.
-    const events = Array.from({ length: 16 }, (_, i) => `data: {"n":${i}}\n\n`);
+  /** A pool on a raw TCP server that answers every request with `answer` written in one socket write. */
+  const rawUpstream = async (answer: string) => {
     const raw = createServer((socket) => {
-      socket.once('data', () => {
-        const chunked = events.map((event) => `${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n`).join('');
-        socket.end(
-          `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${chunked}0\r\n\r\n`,
-        );
-      });
+      socket.once('data', () => socket.end(answer));
     });
     await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
     const rawPool = new Pool(`http://127.0.0.1:${(raw.address() as AddressInfo).port}`, { connections: 1 });
+    return {
+      pool: rawPool,
+      close: async () => {
+        await rawPool.destroy();
+        await new Promise((resolve) => raw.close(resolve));
+      },
+    };
+  };
+  const chunkedAnswer = (chunks: string[]) =>
+    'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n' +
+    `${chunks.map((chunk) => `${Buffer.byteLength(chunk).toString(16)}\r\n${chunk}\r\n`).join('')}0\r\n\r\n`;
+
+  it('hands over the HTTP chunks of one socket read together: two steps per read at most, not one per event', async () => {
+    // An engine that writes each event as an HTTP chunk of its own; here all 16 leave in one
+    // socket write, so they arrive in one read.
+    const events = Array.from({ length: 16 }, (_, i) => `data: {"n":${i}}\n\n`);
+    const upstreamRaw = await rawUpstream(chunkedAnswer(events));
     try {
-      const response = await exchange(rawPool, POST, new ClientAbort());
+      const response = await exchange(upstreamRaw.pool, POST, new ClientAbort());
       const reads: string[] = [];
       for await (const part of response.body) reads.push(part.toString());
       expect(reads.join('')).toBe(events.join(''));
       expect(reads.length).toBeLessThanOrEqual(2);
     } finally {
-      await rawPool.destroy();
-      await new Promise((resolve) => raw.close(resolve));
+      await upstreamRaw.close();
+    }
+  });
+
+  it('holds at most QUEUE_HIGH_WATER_CHUNKS chunks unconsumed, however small (one-byte chunks by the thousand)', async () => {
+    const text = 'x'.repeat(20 * QUEUE_HIGH_WATER_CHUNKS);
+    const upstreamRaw = await rawUpstream(chunkedAnswer(Array.from(text)));
+    try {
+      const response = await exchange(upstreamRaw.pool, POST, new ClientAbort());
+      const reader = response.body[Symbol.asyncIterator]();
+      const steps: number[] = [];
+      let received = '';
+      for (let next = await reader.next(); !next.done; next = await reader.next()) {
+        steps.push(next.value.length);
+        received += next.value.toString();
+        if (steps.length === 1) await sleep(50); // the parser runs on while nobody takes
+      }
+      expect(received).toBe(text);
+      // One-byte chunks: a step longer than the bound would be more chunks than it lets wait.
+      expect(Math.max(...steps)).toBeLessThanOrEqual(QUEUE_HIGH_WATER_CHUNKS);
+    } finally {
+      await upstreamRaw.close();
     }
   });
 

@@ -10,12 +10,13 @@ export interface EngineResponse {
 }
 
 /**
- * A response body read with backpressure: up to QUEUE_HIGH_WATER_BYTES wait here unconsumed;
- * beyond that the connection stops reading until the consumer takes them. Each step of the
- * iteration hands over everything that arrived since the last one as one Buffer, so an engine
- * that writes every event as an HTTP chunk of its own (as vLLM, SGLang and llama.cpp do) costs one
- * step per socket read, not one per event. Iterate it once; leaving the loop before its end drops
- * the connection (a half-read HTTP/1.1 answer cannot be reused).
+ * A response body read with backpressure: up to QUEUE_HIGH_WATER_BYTES (or QUEUE_HIGH_WATER_CHUNKS
+ * HTTP chunks) wait here unconsumed; beyond that the connection stops reading until the consumer
+ * takes them. A step of the iteration hands over everything that waited as one Buffer, so an
+ * engine that writes every event as an HTTP chunk of its own (as vLLM, SGLang and llama.cpp do)
+ * costs two steps per socket read (its first chunk, then the rest), not one per event. Iterate it
+ * once; leaving the loop before its end drops the connection (a half-read HTTP/1.1 answer cannot
+ * be reused).
  */
 export interface EngineBody extends AsyncIterable<Buffer> {
   /** Drops the connection unless the body was read to its end. */
@@ -52,6 +53,9 @@ export const DUMP_LIMIT_BYTES = 128 * 1024;
 /** How many unconsumed body bytes may wait before the connection stops reading. */
 export const QUEUE_HIGH_WATER_BYTES = 64 * 1024;
 
+/** How many unconsumed HTTP chunks may wait (whatever their size) before the connection stops reading. */
+export const QUEUE_HIGH_WATER_CHUNKS = 256;
+
 const END: IteratorResult<Buffer> = Object.freeze({ done: true, value: undefined });
 
 class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, EngineBody {
@@ -67,10 +71,8 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   private paused = false;
   private ended = false;
   private failure: Error | null = null;
-  /** The consumer waiting for the next read. */
+  /** The consumer waiting for the next read (only ever while nothing is queued). */
   private waiting: { resolve: (result: IteratorResult<Buffer>) => void; reject: (err: Error) => void } | null = null;
-  /** A hand-over to the waiting consumer is queued as a microtask. */
-  private handOverQueued = false;
   private readonly onClientAbort = () => this.abort(new Error('The client went away.'));
 
   constructor(
@@ -101,26 +103,20 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   onData(chunk: Buffer): boolean {
     // A resumed parser flushes itself with an empty read first.
     if (chunk.length === 0) return true;
+    const waiting = this.waiting;
+    if (waiting) {
+      this.waiting = null;
+      waiting.resolve({ done: false, value: chunk });
+      return true;
+    }
+    // undici's parser calls onData once per HTTP chunk: the chunks after the first of a read wait
+    // here, for the consumer's next step to take together, without stopping the parser for each.
     this.queue.push(chunk);
     this.queuedBytes += chunk.length;
-    // undici's parser calls onData once per HTTP chunk, all those of one socket read in a row
-    // before any microtask runs: the consumer is handed the whole read at once, after it.
-    if (this.waiting && !this.handOverQueued) {
-      this.handOverQueued = true;
-      queueMicrotask(this.handOver);
-    }
-    if (this.queuedBytes < QUEUE_HIGH_WATER_BYTES) return true;
+    if (this.queuedBytes < QUEUE_HIGH_WATER_BYTES && this.queue.length < QUEUE_HIGH_WATER_CHUNKS) return true;
     this.paused = true;
     return false;
   }
-
-  private readonly handOver = (): void => {
-    this.handOverQueued = false;
-    const waiting = this.waiting;
-    if (!waiting || this.queuedBytes === 0) return;
-    this.waiting = null;
-    waiting.resolve({ done: false, value: this.take() });
-  };
 
   /** Everything queued, as one Buffer; resumes a paused connection. */
   private take(): Buffer {
@@ -140,8 +136,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
     this.ended = true;
     this.signal.off('abort', this.onClientAbort);
     const waiting = this.waiting;
-    // With bytes queued, the hand-over already queued delivers them first; the next step ends.
-    if (waiting && this.queuedBytes === 0) {
+    if (waiting) {
       this.waiting = null;
       waiting.resolve(END);
     }
@@ -156,8 +151,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
     }
     this.failure = err;
     const waiting = this.waiting;
-    // Bytes that came before the error are handed over first (by the queued hand-over).
-    if (waiting && this.queuedBytes === 0) {
+    if (waiting) {
       this.waiting = null;
       waiting.reject(err);
     }
