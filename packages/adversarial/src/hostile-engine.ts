@@ -11,6 +11,7 @@ export const HOSTILE_BEHAVIOURS = [
   'huge-json', // a 200 JSON body of 8 MiB, past the response limit
   'huge-event', // one SSE event of 2 MiB with no line end, past the event limit
   'endless', // valid stream chunks until the gateway hangs up (past the stream limit)
+  'confetti', // 4 MiB of stream chunks on the wire, one byte per HTTP chunk (thousands per socket read), then cut
   'huge-error', // a 400 text/plain error body of 8 MiB
   'garbage', // 200 application/json that is not JSON, with invalid UTF-8
   'cut', // the head of a stream, one chunk, then the connection destroyed
@@ -34,6 +35,24 @@ async function fill(res: ServerResponse, bytes: number, piece: string): Promise<
   }
 }
 
+/**
+ * Writes the chunked answer of a stream by hand on the socket, every byte of CHUNK an HTTP chunk
+ * of its own (6 bytes on the wire each), `bytes` of them on the wire, then cuts the connection.
+ */
+async function confetti(res: ServerResponse, bytes: number): Promise<void> {
+  const socket = res.socket;
+  if (!socket) return;
+  const block = Buffer.from(
+    Array.from(CHUNK.repeat(Math.ceil((64 * 1024) / 6 / CHUNK.length)), (char) => `1\r\n${char}\r\n`).join(''),
+    'latin1',
+  );
+  socket.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n');
+  for (let sent = 0; sent < bytes && !socket.destroyed; sent += block.length) {
+    if (!socket.write(block)) await drainedOrClosed(socket);
+  }
+  socket.destroy();
+}
+
 async function answer(behaviour: string, res: ServerResponse): Promise<void> {
   const sse = { 'content-type': 'text/event-stream' };
   switch (behaviour as HostileBehaviour) {
@@ -51,6 +70,8 @@ async function answer(behaviour: string, res: ServerResponse): Promise<void> {
       res.writeHead(200, sse);
       // Bounded all the same (256 MiB), so a gateway without a stream limit cannot make this run forever.
       return fill(res, 256 * MIB, CHUNK).then(() => void res.end());
+    case 'confetti':
+      return confetti(res, 4 * MIB);
     case 'huge-error':
       res.writeHead(400, { 'content-type': 'text/plain; charset=utf-8' });
       res.write('Inference error: ');
