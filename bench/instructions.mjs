@@ -7,9 +7,10 @@
 // both are dumped: the engine served exactly those requests, so its count per request is the
 // engine-alone baseline of the same run, and the ratio of the two says how much more work a
 // request costs the gateway than the engine that answers it.
-// Usage: pnpm build && node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--json] [--static]
+// Usage: pnpm build && node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--json] [--static] [--per-event]
 //   --json: non-streamed completions (default: 16-chunk streams); --static: an unmetered API_KEYS
-//   key instead of an organization key (authentication, budgets, credit, capacity).
+//   key instead of an organization key (authentication, budgets, credit, capacity); --per-event:
+//   the engine writes every event on its own (`--flush-each-event`), as per-token engines do.
 // Needs valgrind (apt-get install valgrind) and Redis; takes a few minutes (callgrind runs code
 // about 50 times slower).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -29,10 +30,10 @@ import {
 } from './lib/chat-rig.mjs';
 import { benchArgs } from './lib/args.mjs';
 
-const args = benchArgs('node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--json] [--static]', {
-  numbers: { requests: 1000, warmup: 1500 },
-  flags: ['json', 'static'],
-});
+const args = benchArgs(
+  'node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--json] [--static] [--per-event]',
+  { numbers: { requests: 1000, warmup: 1500 }, flags: ['json', 'static', 'per-event'] },
+);
 const { requests, warmup } = args;
 const stream = !args.json;
 const unmetered = args.static;
@@ -102,6 +103,7 @@ try {
       '--max-concurrency',
       '100000',
       '--ignore-eos',
+      ...(args['per-event'] ? ['--flush-each-event'] : []),
     ]),
     {},
     enginePort,
