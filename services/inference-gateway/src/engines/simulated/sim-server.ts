@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { setImmediate } from 'node:timers/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { CreateChatCompletionRequest } from '@tollway/contracts';
 import { drainedOrClosed, formatIssuePath } from '@tollway/service-kit';
@@ -22,8 +23,9 @@ export interface SimStats {
 /** How the sim server writes a stream. */
 export interface SimServerOptions {
   /**
-   * Every event as a write (an HTTP chunk) of its own, as vLLM, SGLang and llama.cpp's server send
-   * one per generated token; by default the events generated together leave in one write.
+   * Every event as a write (an HTTP chunk) of its own, each in a turn of the event loop of its
+   * own, as vLLM, SGLang and llama.cpp's server send one per generated token (a scheduler step
+   * each); by default the events generated together leave in one write.
    */
   flushEachEvent?: boolean;
 }
@@ -138,7 +140,7 @@ export class SimServer {
         };
         res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
         for await (const batch of this.simulator.stream(request, controller.signal, options)) {
-          if (!this.writeEvents(res, batch)) await drainedOrClosed(res);
+          await this.writeEvents(res, batch, controller.signal);
           if (controller.signal.aborted) throw new EngineAbortedError(null);
         }
         res.end('data: [DONE]\n\n');
@@ -154,21 +156,25 @@ export class SimServer {
     }
   }
 
-  /** Writes a batch of chunks as SSE events; false when the socket buffer is full. */
-  private writeEvents(res: ServerResponse, batch: readonly unknown[]): boolean {
-    if (this.serverOptions.flushEachEvent) {
-      let room = true;
-      for (const chunk of batch) {
-        const event = `data: ${JSON.stringify(chunk)}\n\n`;
-        this.stats.streamedBytes += event.length;
-        room = res.write(event);
-      }
-      return room;
+  /**
+   * Writes a batch of chunks as SSE events, waiting while the socket buffer is full. With
+   * flushEachEvent, each event is a write of its own in a turn of the event loop of its own, as an
+   * engine produces a token per scheduler step.
+   */
+  private async writeEvents(res: ServerResponse, batch: readonly unknown[], signal: AbortSignal): Promise<void> {
+    if (!this.serverOptions.flushEachEvent) {
+      let text = '';
+      for (const chunk of batch) text += `data: ${JSON.stringify(chunk)}\n\n`;
+      this.stats.streamedBytes += text.length;
+      if (!res.write(text)) await drainedOrClosed(res);
+      return;
     }
-    let text = '';
-    for (const chunk of batch) text += `data: ${JSON.stringify(chunk)}\n\n`;
-    this.stats.streamedBytes += text.length;
-    return res.write(text);
+    for (let i = 0; i < batch.length && !signal.aborted; i++) {
+      if (i > 0) await setImmediate();
+      const event = `data: ${JSON.stringify(batch[i])}\n\n`;
+      this.stats.streamedBytes += event.length;
+      if (!res.write(event)) await drainedOrClosed(res);
+    }
   }
 
   private refuse(res: ServerResponse, err: SimParameterError): void {
