@@ -16,8 +16,9 @@
 // stream part by part (engine, gateway, wrk, Redis) and the stream rate two cores allow with it.
 // The 32-connection stream point is measured against two instant engines: the one of the table,
 // which writes the events generated together in one write (the whole stream, here), and one that
-// writes every event as an HTTP chunk of its own (`--flush-each-event`), as vLLM, SGLang and
-// llama.cpp's server send one per token; the gateway governs both.
+// writes every event as an HTTP chunk of its own, each in a turn of its event loop of its own
+// (`--flush-each-event`), as vLLM, SGLang and llama.cpp's server send a token per scheduler step;
+// the gateway governs both.
 // Usage: pnpm build && node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]
 //   --tsx runs the TypeScript sources instead of dist/ (RSS is then tsx's, not the start command's).
 import { randomUUID } from 'node:crypto';
