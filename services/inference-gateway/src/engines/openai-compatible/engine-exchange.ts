@@ -66,7 +66,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   private resumeConnection: (() => void) | null = null;
   private headersSettled = false;
   /** Body bytes not yet taken by the consumer, in the order they came. */
-  private queue: Buffer[] = [];
+  private readonly queue: Buffer[] = [];
   private queuedBytes = 0;
   private paused = false;
   private ended = false;
@@ -122,7 +122,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   private take(): Buffer {
     const queue = this.queue;
     const value = queue.length === 1 ? (queue[0] as Buffer) : Buffer.concat(queue, this.queuedBytes);
-    this.queue = [];
+    queue.length = 0; // the array is reused: concat copied what it held
     this.queuedBytes = 0;
     if (this.paused) {
       this.paused = false;
