@@ -198,8 +198,10 @@ describe('two gateway replicas on one Redis', () => {
     await new Promise((resolve) => setTimeout(resolve, 2 * LEASE_MS));
     expect((await chat(b.baseUrl, key, { model: 'test/single' })).body.error.code).toBe('provider_overloaded');
 
-    const killedAt = Date.now();
     await victim.kill();
+    // Read once the process is gone: a renewal it made while the kill was on its way (its clock
+    // 1 ms past one read before the kill) is still no later than this.
+    const killedAt = Date.now();
     inFlight.abort();
     // The dead replica's lease carries its own end: no later than one lease time after the kill.
     const leases = await redis.zrange(modelLeaseKey(prefix, 'test/single'), 0, -1, 'WITHSCORES');
