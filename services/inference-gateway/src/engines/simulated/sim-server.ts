@@ -163,15 +163,14 @@ export class SimServer {
    */
   private async writeEvents(res: ServerResponse, batch: readonly unknown[], signal: AbortSignal): Promise<void> {
     if (!this.serverOptions.flushEachEvent) {
-      let text = '';
-      for (const chunk of batch) text += `data: ${JSON.stringify(chunk)}\n\n`;
+      const text = batch.map(sseEvent).join('');
       this.stats.streamedBytes += text.length;
       if (!res.write(text)) await drainedOrClosed(res);
       return;
     }
     for (let i = 0; i < batch.length && !signal.aborted; i++) {
       if (i > 0) await setImmediate();
-      const event = `data: ${JSON.stringify(batch[i])}\n\n`;
+      const event = sseEvent(batch[i]);
       this.stats.streamedBytes += event.length;
       if (!res.write(event)) await drainedOrClosed(res);
     }
@@ -188,6 +187,11 @@ export class SimServer {
     res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   }
+}
+
+/** One chunk as an SSE event. */
+function sseEvent(chunk: unknown): string {
+  return `data: ${JSON.stringify(chunk)}\n\n`;
 }
 
 /** Reads a request body as text; null when it exceeds the limit. */
