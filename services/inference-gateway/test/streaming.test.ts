@@ -1,3 +1,5 @@
+import { request } from 'node:http';
+import type { Socket } from 'node:net';
 import type { SimServer } from '../src/engines/simulated/sim-server';
 import { FakeEngine } from './helpers/fake-engine';
 import {
@@ -14,6 +16,30 @@ interface Chunk {
   object: string;
   choices: Array<{ index: number; delta: Record<string, unknown>; finish_reason?: string | null }>;
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
+}
+
+/**
+ * Counts the writes `socket` hands to the operating system: every method of its stream handle that
+ * Node's net module writes through (one call, one write or writev system call, or one queued write
+ * when the socket buffer is full).
+ */
+function countWrites(socket: Socket, onWrite: () => void): void {
+  const handle = (socket as unknown as { _handle: Record<string, (...args: unknown[]) => unknown> })._handle;
+  for (const method of [
+    'writev',
+    'writeBuffer',
+    'writeUtf8String',
+    'writeLatin1String',
+    'writeAsciiString',
+    'writeUcs2String',
+  ]) {
+    const original = handle[method];
+    if (typeof original !== 'function') throw new Error(`the socket handle has no ${method}`);
+    handle[method] = function (this: unknown, ...args: unknown[]) {
+      onWrite();
+      return original.apply(this, args);
+    };
+  }
 }
 
 /** Asserts the spec's six Events rules on a raw SSE body; returns the parsed chunks. */
@@ -138,6 +164,41 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
       { prompt_tokens: totals?.prompt_tokens, completion_tokens: totals?.completion_tokens },
     ]);
     expect(admission.tickets[before]?.released).toBe(0);
+  });
+
+  it('a stream that reaches the gateway in one read leaves it in one socket write, headers to [DONE]', async () => {
+    // sim/instant writes its whole answer (headers and 16-token stream) in one write, which loopback
+    // delivers in one read; the client is on a connection of its own, so only its response is counted.
+    let writes = 0;
+    gateway.server.once('connection', (socket: Socket) => countWrites(socket, () => writes++));
+    const raw = await new Promise<string>((resolve, reject) => {
+      const req = request(
+        `${gateway.baseUrl}/v1/chat/completions`,
+        {
+          method: 'POST',
+          agent: false,
+          headers: { authorization: `Bearer ${TEST_KEY}`, 'content-type': 'application/json' },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (part: string) => (text += part));
+          res.on('end', () => resolve(text));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(
+        JSON.stringify({
+          model: 'sim/instant',
+          max_tokens: 16,
+          stream: true,
+          messages: [{ role: 'user', content: 'Hi.' }],
+        }),
+      );
+    });
+    expect(expectSixRules(raw).at(-1)?.usage?.completion_tokens).toBe(16);
+    expect(writes).toBe(1);
   });
 
   it.each([

@@ -31,7 +31,7 @@ const FRAME_SEPARATOR = '\n\ndata: ';
 
 /**
  * Relays an engine stream to the client through the normaliser. One socket write per engine
- * batch; when the client reads slower than the engine writes, the relay waits for `drain`, which
+ * read; when the client reads slower than the engine writes, the relay waits for `drain`, which
  * stops reading the engine, so nothing piles up in the gateway. A broken engine stream ends with
  * an `error` event and no `[DONE]`; a client that goes away aborts the engine (through `signal`).
  * The status line and headers must already be written.
@@ -46,13 +46,17 @@ export async function relayStream(
   const rest = stream.rest[Symbol.asyncIterator]();
   try {
     for (const chunk of stream.first) normaliser.accept(chunk, out);
-    await write(res, frames(out), signal);
+    let drained = write(res, frames(out), signal);
+    if (drained) await drained;
     while (!signal.aborted) {
       const next = await rest.next();
       if (next.done) break;
       out.length = 0;
       for (const chunk of next.value) normaliser.accept(chunk, out);
-      if (out.length > 0) await write(res, frames(out), signal);
+      if (out.length === 0) continue;
+      // Awaited only when the socket is full: `await undefined` would cost a turn of the microtask queue per batch.
+      drained = write(res, frames(out), signal);
+      if (drained) await drained;
     }
     if (signal.aborted) return { outcome: 'aborted', usage: normaliser.settledUsage() };
     out.length = 0;
@@ -68,10 +72,6 @@ export async function relayStream(
     // Stops the engine side (closes the upstream body, frees a simulated slot) however the relay ended.
     void rest.return?.()?.catch(() => undefined);
   }
-}
-
-function uncork(res: ServerResponse): void {
-  if (res.writableCorked > 0) res.uncork();
 }
 
 /** The event that ends a broken stream: the envelope, with the engine's message when it gave one. */
@@ -106,18 +106,15 @@ function frames(items: StreamItem[], tail = ''): string {
 }
 
 /**
- * Writes and, if the socket buffer is full, waits until it drains or the client goes away. What is
- * written in one turn of the event loop leaves in one socket write: the response stays corked
- * until the turn's end (or `res.end`), so an engine stream that arrives in one read (the headers,
- * its chunks, `[DONE]`) costs one system call to the client instead of one per batch plus one for
- * the end.
+ * Writes; if the socket buffer is full, returns a promise of its draining or the client going away.
+ * What one engine read produces leaves in one socket write with no corking here: `res.write` corks
+ * the socket until the process's next tick, which comes after the whole chain of promise jobs the
+ * read started (the headers, every batch of the read, `res.end`). So an engine stream that arrives in
+ * one read costs one system call to the client, and the write is not held back to the end of the
+ * event loop's turn, behind the other sockets' reads.
  */
 function write(res: ServerResponse, text: string, signal: ClientAbort): Promise<void> | undefined {
   if (text.length === 0) return undefined;
-  if (res.writableCorked === 0) {
-    res.cork();
-    setImmediate(uncork, res);
-  }
   if (res.write(text) || signal.aborted) return undefined;
   return new Promise<void>((resolve) => {
     const done = () => {
