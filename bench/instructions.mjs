@@ -3,14 +3,20 @@
 // each run under valgrind's callgrind, which counts the instructions a process executes whatever
 // else the machine is doing (a shared 2-core VM swings wall-clock CPU figures by ±30 % between
 // runs, more than most changes are worth). After a warm-up (JIT, pools, quota slices) both
-// counters are zeroed, `--requests` chat completions go through the gateway at 4 connections, and
+// counters are zeroed, `--requests` chat completions go through the gateway at `--connections`, and
 // both are dumped: the engine served exactly those requests, so its count per request is the
 // engine-alone baseline of the same run, and the ratio of the two says how much more work a
 // request costs the gateway than the engine that answers it.
-// Usage: pnpm build && node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--json] [--static] [--per-event]
+// Usage: pnpm build && node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--connections 4] [--tpot-ms 0] [--json] [--static] [--per-event]
 //   --json: non-streamed completions (default: 16-chunk streams); --static: an unmetered API_KEYS
 //   key instead of an organization key (authentication, budgets, credit, capacity); --per-event:
-//   the engine writes every event on its own (`--flush-each-event`), as per-token engines do.
+//   the engine writes every event on its own (`--flush-each-event`), as per-token engines do;
+//   --connections: concurrent requests (default 4); --tpot-ms: the engine's time per output token
+//   (default 0). How many socket reads a per-event stream reaches the gateway in depends on timing,
+//   and the count with it: at 4 connections and no wait, runs of one build gave 1,718k-2,059k a
+//   stream. `--per-event --connections 1 --tpot-ms 5` spaces the events so each comes on its own:
+//   runs of one build then stayed within ±3 % (3,128k-3,331k), which is what an A/B of the per-event
+//   path needs.
 // Needs valgrind (apt-get install valgrind) and Redis; takes a few minutes (callgrind runs code
 // about 50 times slower).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -31,10 +37,11 @@ import {
 import { benchArgs } from './lib/args.mjs';
 
 const args = benchArgs(
-  'node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--json] [--static] [--per-event]',
-  { numbers: { requests: 1000, warmup: 1500 }, flags: ['json', 'static', 'per-event'] },
+  'node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--connections 4] [--tpot-ms 0] [--json] [--static] [--per-event]',
+  { numbers: { requests: 1000, warmup: 1500, connections: 4, 'tpot-ms': 0 }, flags: ['json', 'static', 'per-event'] },
 );
-const { requests, warmup } = args;
+const { requests, warmup, connections } = args;
+const tpotMs = args['tpot-ms'];
 const stream = !args.json;
 const unmetered = args.static;
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -99,12 +106,12 @@ try {
   const answers = (path) => async (port) => (await fetch(`http://127.0.0.1:${port}${path}`)).ok;
   const engine = await underCallgrind(
     'engine',
-    ['dist/engines/simulated/main-sim.js', '--port', String(enginePort), '--ttft-ms', '0', '--tpot-ms', '0'].concat([
-      '--max-concurrency',
-      '100000',
-      '--ignore-eos',
+    [
+      'dist/engines/simulated/main-sim.js',
+      ...['--port', String(enginePort), '--ttft-ms', '0', '--tpot-ms', String(tpotMs)],
+      ...['--max-concurrency', '100000', '--ignore-eos'],
       ...(args['per-event'] ? ['--flush-each-event'] : []),
-    ]),
+    ],
     {},
     enginePort,
     answers('/v1/models'),
@@ -138,7 +145,7 @@ try {
     max_tokens: 16,
     ...(stream ? { stream: true } : {}),
   });
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
   // During the warm-up the gateway runs 50 times slower than usual, with no JIT code yet: a Redis
   // reply can then miss the fail-fast command timeout (REDIS_COMMAND_TIMEOUT_MS in service-kit)
   // and the request answers 503. The warm-up tolerates that; the measured requests must all be 200.
@@ -146,7 +153,7 @@ try {
     let next = 0;
     let refused = 0;
     await Promise.all(
-      [0, 1, 2, 3].map(async () => {
+      Array.from({ length: connections }, async () => {
         while (next++ < count) {
           const { status } = await postChat(url, body, key, agent, () => undefined);
           if (status === 200) continue;

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Two sets of the gateway's node flags side by side in one run (issue 13's RSS goal): two rigs
 // (engine + gateway each), the same governed loads on both in alternating order per round (JSON
-// and 16-chunk SSE at 32 connections, SSE of the in-process simulated engine), and for each flag
-// set the rate, the gateway's CPU per request and its peak RSS over all the loads.
+// and 16-chunk SSE at 32 connections, the same SSE from an engine that writes every event on its own
+// (`--flush-each-event`, as per-token engines do), SSE of the in-process simulated engine), and for
+// each flag set the rate, the gateway's CPU per request and its peak RSS over all the loads.
 // Usage: pnpm build && node bench/node-flags.mjs [--seconds 4] [--rounds 3] [--a="<flags>"] [--b="<flags>"]
 //   --a defaults to the flags of the gateway's start script, --b to the same without its
 //   --heap-growing-percent (V8's own old-generation growth).
@@ -13,9 +14,11 @@ import {
   createBenchOrgKey,
   deleteByPrefix,
   gatewayStartFlags,
+  httpModelCatalogLines,
   IN_PROCESS_CATALOG_LINES,
   IN_PROCESS_MODEL,
   startChatRig,
+  startInstantEngine,
 } from './lib/chat-rig.mjs';
 import { cpuMsOf, median, rssOf, sampleRss } from './lib/processes.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
@@ -34,6 +37,8 @@ const { seconds, rounds, a, b } = benchArgs(
 );
 const flagSets = { a, b };
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+/** The model served by the engine that writes every event on its own. */
+const PER_EVENT_MODEL = 'bench/per-event';
 
 if (!haveWrk()) throw new Error('node-flags needs wrk (apt-get install wrk)');
 
@@ -51,20 +56,29 @@ try {
   for (const [name, flags] of Object.entries(flagSets)) {
     const prefix = `bench-flags-${name}-${randomUUID()}:`;
     const adminToken = `bench-admin-${randomUUID()}`;
+    const modelLines = ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'];
+    const perEventSim = await startInstantEngine({ useDist: true, simArgs: ['--ignore-eos', '--flush-each-event'] });
     const rig = await startChatRig({
       useDist: true,
       simArgs: ['--ignore-eos'],
-      modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
-      extraCatalogLines: IN_PROCESS_CATALOG_LINES,
+      modelLines,
+      extraCatalogLines: [
+        ...IN_PROCESS_CATALOG_LINES,
+        ...httpModelCatalogLines(PER_EVENT_MODEL, perEventSim.port, modelLines),
+      ],
       gatewayEnv: { REDIS_URL: redisUrl, REDIS_PREFIX: prefix, ADMIN_TOKEN: adminToken },
       gatewayNodeFlags: flags.split(' ').filter(Boolean),
+    }).catch(async (err) => {
+      await perEventSim.stop();
+      throw err;
     });
     const key = await createBenchOrgKey(rig.gateway.port, adminToken);
-    rigs[name] = { rig, prefix, key, flags, results: new Map(), peak: rssOf(rig.gateway.child.pid) ?? 0 };
+    rigs[name] = { rig, perEventSim, prefix, key, flags, results: new Map(), peak: rssOf(rig.gateway.child.pid) ?? 0 };
   }
   const loads = [
     { name: 'JSON', model: BENCH_MODEL, stream: false },
     { name: 'SSE', model: BENCH_MODEL, stream: true },
+    { name: 'SSE per-event', model: PER_EVENT_MODEL, stream: true },
     { name: 'SSE in-process', model: IN_PROCESS_MODEL, stream: true },
   ];
   console.log(`wrk 1 thread, 32 connections, ${seconds} s per point, ${rounds} rounds, governed key`);
@@ -90,8 +104,8 @@ try {
   const mb = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
   console.log(`peak RSS          ${mb(rigs.a.peak).padEnd(28)}${mb(rigs.b.peak)}`);
 } finally {
-  for (const { rig, prefix } of Object.values(rigs)) {
-    await rig.stop();
+  for (const { rig, perEventSim, prefix } of Object.values(rigs)) {
+    await Promise.all([rig.stop(), perEventSim.stop()]);
     await deleteByPrefix(redis, prefix);
   }
   redis.disconnect();
