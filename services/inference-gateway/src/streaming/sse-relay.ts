@@ -45,18 +45,17 @@ export async function relayStream(
   const out: StreamItem[] = [];
   const rest = stream.rest[Symbol.asyncIterator]();
   try {
-    for (const chunk of stream.first) normaliser.accept(chunk, out);
-    let drained = write(res, frames(out), signal);
-    if (drained) await drained;
-    while (!signal.aborted) {
+    // Every batch the engine sent is counted, even one that arrives after the client left (billing).
+    for (let batch = stream.first; ;) {
+      out.length = 0;
+      for (const chunk of batch) normaliser.accept(chunk, out);
+      // Awaited only when the socket is full: `await undefined` would cost a turn of the microtask queue per batch.
+      const drained = write(res, frames(out), signal);
+      if (drained) await drained;
+      if (signal.aborted) break;
       const next = await rest.next();
       if (next.done) break;
-      out.length = 0;
-      for (const chunk of next.value) normaliser.accept(chunk, out);
-      if (out.length === 0) continue;
-      // Awaited only when the socket is full: `await undefined` would cost a turn of the microtask queue per batch.
-      drained = write(res, frames(out), signal);
-      if (drained) await drained;
+      batch = next.value;
     }
     if (signal.aborted) return { outcome: 'aborted', usage: normaliser.settledUsage() };
     out.length = 0;
