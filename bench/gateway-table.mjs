@@ -18,7 +18,9 @@
 // which writes the events generated together in one write (the whole stream, here), and one that
 // writes every event as an HTTP chunk of its own, each in a turn of its event loop of its own
 // (`--flush-each-event`), as vLLM, SGLang and llama.cpp's server send a token per scheduler step;
-// the gateway governs both.
+// the gateway governs both. Beside the gateway, a bare pass-through proxy (lib/bare-proxy.mjs: node:http
+// both ways, bytes piped, nothing else) relays the same streams from each engine: the floor of what
+// relaying alone costs on this machine, so the gateway's stream rate can be read against it.
 // Usage: pnpm build && node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]
 //   --tsx runs the TypeScript sources instead of dist/ (RSS is then tsx's, not the start command's).
 import { randomUUID } from 'node:crypto';
@@ -35,6 +37,7 @@ import {
   IN_PROCESS_CATALOG_LINES,
   IN_PROCESS_MODEL,
   postChat,
+  startBareProxy,
   startChatRig,
   startInstantEngine,
 } from './lib/chat-rig.mjs';
@@ -56,6 +59,17 @@ const STREAM_TOKENS = 16;
 /** The model served by the engine that writes every event on its own. */
 const PER_EVENT_MODEL = 'bench/per-event';
 const CORES = availableParallelism();
+/** Every target of the 32-connection stream point, in the order the budget table prints them. */
+const SSE32_TARGETS = [
+  'engine',
+  'bare',
+  'governed',
+  'unmetered',
+  'inProcess',
+  'perEventEngine',
+  'perEventBare',
+  'perEventGoverned',
+];
 /** Slices per round of each 1-connection point (see the rounds). */
 const ONE_CONNECTION_SLICES = 3;
 
@@ -79,6 +93,7 @@ const bodyOf = (model, stream) =>
 const redis = new Redis(redisUrl);
 let rig;
 let perEventSim;
+let bareProxies = [];
 try {
   // Every stream has exactly max_tokens token chunks.
   const simArgs = ['--ignore-eos'];
@@ -96,13 +111,28 @@ try {
     gatewayNodeFlags,
   });
   const { sim, gateway, engineUrl, gatewayUrl } = rig;
+  const [bare, perEventBare] = (bareProxies = await Promise.all([
+    startBareProxy(sim.port),
+    startBareProxy(perEventSim.port),
+  ]));
+  const bareUrl = (proxy) => `http://127.0.0.1:${proxy.port}/v1/chat/completions`;
   const orgKey = await createBenchOrgKey(gateway.port, ADMIN_TOKEN);
   // `pid` serves the requests; `enginePid` is the engine process behind them (for the CPU split).
   const engine = { pid: sim.child.pid, enginePid: sim.child.pid };
   const throughGateway = { url: gatewayUrl, pid: gateway.child.pid, enginePid: sim.child.pid };
   const perEventEngineUrl = `http://127.0.0.1:${perEventSim.port}/v1/chat/completions`;
+  // `proxyPid` is the process relaying the requests in place of the gateway (for the CPU split).
   const targets = {
     engine: { label: 'engine alone', url: engineUrl, key: STATIC_KEY, model: BENCH_MODEL, ...engine },
+    bare: {
+      label: 'bare pass-through proxy',
+      url: bareUrl(bare),
+      key: STATIC_KEY,
+      model: BENCH_MODEL,
+      pid: bare.child.pid,
+      proxyPid: bare.child.pid,
+      enginePid: sim.child.pid,
+    },
     governed: { label: 'Tollway, governed', key: orgKey, model: BENCH_MODEL, ...throughGateway },
     unmetered: { label: 'Tollway, unmetered', key: STATIC_KEY, model: BENCH_MODEL, ...throughGateway },
     inProcess: { label: 'Tollway, in-process sim', key: STATIC_KEY, model: IN_PROCESS_MODEL, ...throughGateway },
@@ -112,6 +142,15 @@ try {
       key: STATIC_KEY,
       model: PER_EVENT_MODEL,
       pid: perEventSim.child.pid,
+      enginePid: perEventSim.child.pid,
+    },
+    perEventBare: {
+      label: 'bare proxy, per-event engine',
+      url: bareUrl(perEventBare),
+      key: STATIC_KEY,
+      model: PER_EVENT_MODEL,
+      pid: perEventBare.child.pid,
+      proxyPid: perEventBare.child.pid,
       enginePid: perEventSim.child.pid,
     },
     perEventGoverned: {
@@ -130,7 +169,7 @@ try {
       name: 'sse32',
       stream: true,
       connections: 32,
-      targets: ['engine', 'governed', 'unmetered', 'inProcess', 'perEventEngine', 'perEventGoverned'],
+      targets: SSE32_TARGETS,
     },
   ];
   console.log(
@@ -195,7 +234,7 @@ try {
 
   printTable(results, targets, { rssIdle, rssAfterJson, rssEnd, rssPeak, peakDuring: peakLoad.during });
 } finally {
-  await Promise.all([rig?.stop(), perEventSim?.stop()]);
+  await Promise.all([rig?.stop(), perEventSim?.stop(), ...bareProxies.map((proxy) => proxy.stop())]);
   await deleteByPrefix(redis, PREFIX);
   redis.disconnect();
 }
@@ -211,7 +250,7 @@ async function budgetSnapshot(target) {
   const machine = machineCpuMs();
   return {
     engine: cpuMsOf(target.enginePid),
-    gateway: cpuMsOf(rig.gateway.child.pid),
+    gateway: cpuMsOf(target.proxyPid ?? rig.gateway.child.pid),
     wrk: exitedChildrenCpuMs(),
     redis: (cpuSeconds('used_cpu_user') + cpuSeconds('used_cpu_sys')) * 1000,
     machineBusy: machine.busy,
@@ -292,20 +331,19 @@ function printTable(results, targets, rss) {
     ['SSE, 32 conn, p50 / p99', (n) => latency('sse32', n)],
     ['SSE, 32 conn, CPU µs/stream', (n) => cpu('sse32', n)],
   ];
-  const names = ['engine', 'governed', 'unmetered', 'inProcess'];
-  const widths = [34, ...names.map(() => 24)];
-  const line = (cells) => cells.map((cell, i) => String(cell).padEnd(widths[i])).join('');
+  const names = ['engine', 'bare', 'governed', 'unmetered', 'inProcess'];
+  const line = (cells, width = 24) => cells.map((cell, i) => String(cell).padEnd(i ? width : 34)).join('');
   console.log(
     '\n(1 connection: percentiles of all the requests of all rounds together; 32 connections: medians of the rounds;\n' +
-      ' CPU = the serving process: the engine alone, else the gateway)',
+      ' CPU = the serving process: the engine alone, else the bare proxy or the gateway)',
   );
   console.log(line(['', ...names.map((n) => targets[n].label)]));
   for (const [label, cell] of rows) console.log(line([label, ...names.map(cell)]));
-  const perEvent = ['perEventEngine', 'perEventGoverned'];
+  const perEvent = ['perEventEngine', 'perEventBare', 'perEventGoverned'];
   console.log(`\nAn engine that writes every event on its own (--flush-each-event), as per-token engines do`);
-  console.log(line(['', ...perEvent.map((n) => targets[n].label)]));
+  console.log(line(['', ...perEvent.map((n) => targets[n].label)], 38));
   for (const [label, cell] of rows.filter(([label]) => label.startsWith('SSE') && !label.includes('1 conn')))
-    console.log(line([label, ...perEvent.map(cell)]));
+    console.log(line([label, ...perEvent.map(cell)], 38));
   const check = (measure) =>
     names
       .filter((n) => get(measure, n))
@@ -327,9 +365,15 @@ function printTable(results, targets, rss) {
   const p99 = (m, n) => percentile(m, n, 99);
   const rps = (m, n) => pick(m, n, 'rps');
   // The stream goals: rate ≥ 75 % of the engine alone's, p99 ≤ 2 × its p99, at 32 connections.
-  const streamGoals = (engine, governed, label) => {
+  const streamGoals = (engine, bare, governed, label) => {
     const [rate, p99s] = [rps('sse32', governed) / rps('sse32', engine), p99('sse32', governed) / p99('sse32', engine)];
+    const bareRate = rps('sse32', bare) / rps('sse32', engine);
     return [
+      [
+        `${label.replace('governed', 'bare proxy')} streams/s, share of engine`,
+        `${(100 * bareRate).toFixed(0)} % (governed: ${((100 * rate) / bareRate).toFixed(0)} % of the bare proxy's rate)`,
+        null,
+      ],
       [`${label} streams/s ≥ 75 % of engine`, `${(100 * rate).toFixed(0)} %`, rate >= 0.75],
       [
         `${label} stream p99 ≤ 2 × engine`,
@@ -349,8 +393,8 @@ function printTable(results, targets, rss) {
       `${ms(p99('json1', 'governed'))} vs ${ms(p99('json1', 'engine') + 1.5)}`,
       p99('json1', 'governed') <= p99('json1', 'engine') + 1.5,
     ],
-    ...streamGoals('engine', 'governed', 'governed'),
-    ...streamGoals('perEventEngine', 'perEventGoverned', 'per-event engine: governed'),
+    ...streamGoals('engine', 'bare', 'governed', 'governed'),
+    ...streamGoals('perEventEngine', 'perEventBare', 'perEventGoverned', 'per-event engine: governed'),
     ['gateway peak RSS ≤ 150 MB', mb(rss.rssPeak), rss.rssPeak <= 150 * 1024 * 1024],
     [
       'governed JSON req/s at 32 conn, share of engine',
@@ -372,7 +416,7 @@ function printTable(results, targets, rss) {
  * measured.
  */
 function printBudget(pick, rps, targets) {
-  const names = ['engine', 'governed', 'unmetered', 'inProcess', 'perEventEngine', 'perEventGoverned'];
+  const names = SSE32_TARGETS;
   const parts = ['engineUs', 'gatewayUs', 'wrkUs', 'redisUs'];
   const widths = [36, 9, 9, 9, 9, 9, 14];
   const line = (cells) =>
@@ -393,9 +437,9 @@ function printBudget(pick, rps, targets) {
       line([targets[name].label, ...values.map((v) => v.toFixed(1)), sum.toFixed(1), `${busy.toFixed(2)} cores`]),
     );
   }
-  for (const [engineName, governedName] of [
-    ['engine', 'governed'],
-    ['perEventEngine', 'perEventGoverned'],
+  for (const [engineName, bareName, governedName] of [
+    ['engine', 'bare', 'governed'],
+    ['perEventEngine', 'perEventBare', 'perEventGoverned'],
   ]) {
     const engineRate = rps('sse32', engineName);
     const engineOwn = pick('sse32', engineName, 'engineUs');
@@ -412,6 +456,11 @@ function printBudget(pick, rps, targets) {
       `    75 % of the engine alone (${Math.round(goal)}/s) would need the gateway at ≤ ${gatewayFor.toFixed(1)} µs a stream: ` +
         `${(gatewayFor / engineOwn).toFixed(2)} × what the engine alone spends to generate and serve it (today ${(gateway / engineOwn).toFixed(2)} ×)`,
     );
+    const bareUs = pick('sse32', bareName, 'gatewayUs');
+    console.log(
+      `    the bare pass-through proxy spent ${bareUs.toFixed(1)} µs a stream (${(bareUs / engineOwn).toFixed(2)} × the engine alone's); ` +
+        `the gateway ${(gateway / bareUs).toFixed(2)} × the bare proxy's`,
+    );
   }
 }
 
@@ -422,9 +471,9 @@ async function checkStream(target) {
     text += data;
   });
   if (status !== 200) throw new Error(`${target.label}: stream answered ${status}`);
-  // The engine alone is what it is (it sends no usage on the first chunks unless asked); the
-  // gateway's streams are what must follow the rules.
-  if (target.pid === target.enginePid) return;
+  // The engine alone, and the bare proxy that relays it, are what they are (no usage on the first
+  // chunks unless asked); the gateway's streams are what must follow the rules.
+  if (target.pid === target.enginePid || target.proxyPid) return;
   const frames = text
     .split('\n\n')
     .filter((frame) => frame.length > 0)

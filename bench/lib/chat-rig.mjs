@@ -109,6 +109,14 @@ export function startInstantEngine({ useDist, simArgs = [] }) {
 }
 
 /**
+ * Starts bare-proxy.mjs (a pass-through node:http proxy, no governance) in front of the engine on
+ * `enginePort`. Resolves the service (`port`, `child`, `stop()`).
+ */
+export function startBareProxy(enginePort) {
+  return startService(join(root, 'bench/lib/bare-proxy.mjs'), { args: [String(enginePort)] });
+}
+
+/**
  * Catalog lines (under `models:`) of a model `id` served over HTTP by the engine on `enginePort`,
  * with `modelLines` (e.g. `capacity: 100`) added to it.
  */
