@@ -19,7 +19,7 @@
 // writes every event as an HTTP chunk of its own, each in a turn of its event loop of its own
 // (`--flush-each-event`), as vLLM, SGLang and llama.cpp's server send a token per scheduler step;
 // the gateway governs both. Beside the gateway, a bare pass-through proxy (lib/bare-proxy.mjs: node:http
-// both ways, bytes piped, nothing else) relays the same streams from each engine: the floor of what
+// both ways, bytes piped, nothing else) relays the same streams from each engine: a reference for what
 // relaying alone costs on this machine, so the gateway's stream rate can be read against it.
 // Usage: pnpm build && node bench/gateway-table.mjs [--seconds 5] [--rounds 2] [--tsx]
 //   --tsx runs the TypeScript sources instead of dist/ (RSS is then tsx's, not the start command's).
@@ -428,7 +428,8 @@ function printBudget(pick, rps, targets) {
       )
       .join('');
   console.log(`\nCPU of a ${STREAM_TOKENS}-chunk stream at 32 connections, µs (medians of the rounds; ${CORES} cores)`);
-  console.log(line(['', 'engine', 'gateway', 'wrk', 'Redis', 'sum', 'machine busy']));
+  // "relay": the gateway, or in the bare proxy's rows the bare proxy.
+  console.log(line(['', 'engine', 'relay', 'wrk', 'Redis', 'sum', 'machine busy']));
   for (const name of names) {
     const values = parts.map((part) => pick('sse32', name, part));
     const sum = values.reduce((a, b) => a + b, 0);
