@@ -8,7 +8,10 @@
 // heap's growth over N streams is what they allocated; Buffers are counted from arrayBuffers.
 // CPU per chunk is measured in a second run with V8's default heap (the large young generation of
 // the first slows it down).
-// Usage: pnpm build && node bench/relay-alloc.mjs [--streams 2000]
+// --per-event hands the reader every event as a read of its own, as an engine that writes each
+// event on its own (vLLM, SGLang, llama.cpp's server; the table's per-event engine) reaches the
+// gateway when it keeps up: what each read costs, on top of what each chunk costs.
+// Usage: pnpm build && node bench/relay-alloc.mjs [--streams 2000] [--per-event]
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { PerformanceObserver } from 'node:perf_hooks';
@@ -38,6 +41,7 @@ const { ClientAbort } = require('./engines/engine.types.js');
 
 const at = process.argv.indexOf('--streams');
 const streams = at === -1 ? 2000 : Number(process.argv[at + 1]);
+const perEvent = process.argv.includes('--per-event');
 const MODEL = 'bench/instant';
 
 // The engine's exact bytes for one stream, fetched once from the simulated engine.
@@ -73,7 +77,14 @@ async function wireOf(tokens) {
     .toString()
     .split('\n\n')
     .filter((frame) => frame.startsWith('data: {')).length;
-  return { bytes, chunks };
+  // The reads the gateway gets: the whole stream at once, or every event on its own.
+  const reads = perEvent
+    ? bytes
+        .toString()
+        .split(/(?<=\n\n)/)
+        .map((frame) => Buffer.from(frame))
+    : [bytes];
+  return { bytes, chunks, reads };
 }
 // 16 tokens as in the table bench; 80 to tell what one more chunk costs from what a stream costs.
 const short = await wireOf(16);
@@ -110,12 +121,18 @@ class NullResponse {
   off() {}
 }
 
-/** One stream, as the gateway relays it: the engine's body arrives in one read. */
-async function relayOne(res, wire) {
+/** One stream, as the gateway relays it: the engine's body arrives in `reads`. */
+async function relayOne(res, reads) {
   const replicaState = { ...replica };
+  let next = 0;
   const body = {
-    async *[Symbol.asyncIterator]() {
-      yield wire;
+    [Symbol.asyncIterator]() {
+      return {
+        next: () =>
+          Promise.resolve(
+            next < reads.length ? { done: false, value: reads[next++] } : { done: true, value: undefined },
+          ),
+      };
     },
     destroy() {},
   };
@@ -133,10 +150,10 @@ async function relayOne(res, wire) {
 }
 
 const res = new NullResponse();
-for (let i = 0; i < 3000; i++) await relayOne(res, i % 2 ? short.bytes : long.bytes); // JIT warm-up
+for (let i = 0; i < 3000; i++) await relayOne(res, i % 2 ? short.reads : long.reads); // JIT warm-up
 if (mode === 'time') {
   const started = process.hrtime.bigint();
-  for (let i = 0; i < streams; i++) await relayOne(res, short.bytes);
+  for (let i = 0; i < streams; i++) await relayOne(res, short.reads);
   const ns = Number(process.hrtime.bigint() - started);
   console.log(
     `  CPU per chunk                 ${(ns / (streams * short.chunks) / 1000).toFixed(2)} µs   (per ${short.chunks}-chunk stream ${(ns / streams / 1000).toFixed(1)} µs; wall clock, noisy on a shared machine)`,
@@ -145,24 +162,32 @@ if (mode === 'time') {
 }
 let gcs = 0;
 new PerformanceObserver((list) => (gcs += list.getEntries().length)).observe({ entryTypes: ['gc'] });
-/** Heap and Buffer bytes allocated per stream of `wire`. */
-async function allocatedPerStream(wire) {
+/** A GC's entry reaches the observer after a turn of the event loop or more: this waits for it. */
+const gcEntriesDelivered = () => new Promise((resolve) => setTimeout(resolve, 50));
+/**
+ * Heap and Buffer bytes allocated per stream read as `reads`, over `count` streams, which must fit
+ * in the young generation: a GC while counting would hide what it collected (warned).
+ */
+async function allocatedPerStream(reads, count) {
   global.gc();
+  await gcEntriesDelivered();
+  const gcsBefore = gcs;
   const before = process.memoryUsage();
-  for (let i = 0; i < streams; i++) await relayOne(res, wire);
+  for (let i = 0; i < count; i++) await relayOne(res, reads);
   const after = process.memoryUsage();
+  await gcEntriesDelivered();
+  if (gcs > gcsBefore) console.log(`warning: ${gcs - gcsBefore} GC(s) ran while counting; the figures are low`);
   return {
-    heap: (after.heapUsed - before.heapUsed) / streams,
-    buffers: (after.arrayBuffers - before.arrayBuffers) / streams,
+    heap: (after.heapUsed - before.heapUsed) / count,
+    buffers: (after.arrayBuffers - before.arrayBuffers) / count,
   };
 }
-const perShort = await allocatedPerStream(short.bytes);
-const perLong = await allocatedPerStream(long.bytes);
-await new Promise((resolve) => setImmediate(resolve));
-if (gcs > 2) console.log(`warning: ${gcs - 2} GC(s) ran while counting; the figures are low`);
+const perShort = await allocatedPerStream(short.reads, streams);
+// A long stream allocates about five times what a short one does: a quarter as many stay in the young generation.
+const perLong = await allocatedPerStream(long.reads, Math.ceil(streams / 4));
 const marginal = (perLong.heap - perShort.heap) / (long.chunks - short.chunks);
 console.log(
-  `relay hot path in process: ${streams} streams of ${short.chunks} JSON chunks (${short.bytes.length} bytes), then of ${long.chunks}`,
+  `relay hot path in process: ${streams} streams of ${short.chunks} JSON chunks (${short.bytes.length} bytes) in ${short.reads.length} read(s), then of ${long.chunks}`,
 );
 console.log(
   `  heap allocated per ${short.chunks}-chunk stream  ${perShort.heap.toFixed(0)} bytes (${(perShort.heap / short.chunks).toFixed(0)} per chunk on average)`,

@@ -12,6 +12,13 @@ const STREAM = Object.freeze({ stream: true });
  */
 export class SseParser {
   private readonly decoder = new TextDecoder();
+  /**
+   * True when the decoder holds no part of a character, so a read that ends on an ASCII byte (an
+   * SSE event ends on "\n") decodes on its own with Buffer's native UTF-8 decode, about three
+   * times cheaper than TextDecoder's streaming decode at an event's size. False at the start, so
+   * the first read goes through the decoder, which drops a leading byte order mark.
+   */
+  private decoderEmpty = false;
   private pending = '';
   /** The event's data so far: null (none), one line, or several lines. */
   private data: string | string[] | null = null;
@@ -21,7 +28,7 @@ export class SseParser {
 
   /** Adds bytes; returns the payloads of the events they completed. */
   push(bytes: Uint8Array): string[] {
-    const text = this.pending + this.decoder.decode(bytes, STREAM);
+    const text = this.pending + this.decode(bytes);
     const events: string[] = [];
     let start = 0;
     for (let nl = text.indexOf('\n', start); nl !== -1; nl = text.indexOf('\n', start)) {
@@ -32,6 +39,15 @@ export class SseParser {
     this.pending = start === 0 ? text : text.slice(start);
     if (this.pending.length + this.dataChars > this.maxEventChars) throw this.tooLarge();
     return events;
+  }
+
+  private decode(bytes: Uint8Array): string {
+    const endsWhole = bytes.length === 0 || (bytes[bytes.length - 1] as number) < 0x80;
+    // Both decoders replace malformed bytes by U+FFFD alike; only a character split between
+    // reads needs the decoder's memory.
+    if (this.decoderEmpty && endsWhole && Buffer.isBuffer(bytes)) return bytes.toString();
+    this.decoderEmpty = endsWhole;
+    return this.decoder.decode(bytes, STREAM);
   }
 
   /** Payload of an event left open when the stream ended (no blank line after it), if any. */

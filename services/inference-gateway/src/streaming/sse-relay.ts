@@ -95,13 +95,19 @@ export function streamErrorEvent(err: unknown): {
 function frames(items: StreamItem[], tail = ''): string {
   const last = items.length - 1;
   if (last < 0) return tail;
+  if (last === 0) return `data: ${text(items[0] as StreamItem)}\n\n${tail}`;
   for (let i = 0; i <= last; i++) {
     const item = items[i] as StreamItem;
-    if (typeof item !== 'string') items[i] = item[RAW_JSON] ?? JSON.stringify(item);
+    if (typeof item !== 'string') items[i] = text(item);
   }
   items[0] = `data: ${items[0] as string}`;
   items[last] = `${items[last] as string}\n\n${tail}`;
   return items.join(FRAME_SEPARATOR);
+}
+
+/** An item's JSON text: a passed-through chunk's own, an engine chunk's unchanged text, or a serialisation. */
+function text(item: StreamItem): string {
+  return typeof item === 'string' ? item : (item[RAW_JSON] ?? JSON.stringify(item));
 }
 
 /**

@@ -1,35 +1,8 @@
-import http from 'node:http';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { Pool } from 'undici';
+import { Upstream } from '../../../test/helpers/upstream';
 import { ClientAbort } from '../engine.types';
 import { DUMP_LIMIT_BYTES, exchange, QUEUE_HIGH_WATER_CHUNKS } from './engine-exchange';
-
-/** A real HTTP server whose answer each test sets, counting the connections it accepted. */
-class Upstream {
-  readonly server: http.Server;
-  connections = 0;
-  answer: (req: http.IncomingMessage, res: http.ServerResponse) => void = (_req, res) => res.end('ok');
-
-  constructor() {
-    this.server = http.createServer((req, res) => {
-      req.resume();
-      req.on('end', () => this.answer(req, res));
-    });
-    this.server.on('connection', () => {
-      this.connections++;
-    });
-  }
-
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-}
 
 const POST = { method: 'POST' as const, path: '/v1/chat/completions', body: '{}' };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -24,6 +24,8 @@ import { exchange, type EngineBody, type EngineResponse } from './engine-exchang
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
 import { toEngineBody } from './to-engine';
 
+const END_OF_CHUNKS: IteratorResult<StreamItem[]> = Object.freeze({ done: true, value: undefined });
+
 /** Errors raised before any response byte, on which a request is safe to send elsewhere. */
 const CONNECT_ERRORS = new Set([
   'ECONNREFUSED',
@@ -195,62 +197,98 @@ export class OpenAICompatibleEngine implements Engine {
     }
   }
 
-  /** Parses the engine's SSE into chunk batches; throws EngineStreamError when the stream breaks. */
-  private async *readChunks(body: EngineBody, replica: Replica, signal: ClientAbort): AsyncGenerator<StreamItem[]> {
+  /**
+   * Parses the engine's SSE into chunk batches; throws EngineStreamError when the stream breaks.
+   * A plain iterator, not an async generator: an engine that writes every event on its own makes
+   * each event a step, and a generator's step (its request queue, the for-await inside it and the
+   * yield) costs several promise turns where this costs one await. Ends (and gives the replica
+   * back, dropping the connection unless `[DONE]` came) on its last step, its first error, or
+   * `return()`.
+   */
+  private readChunks(body: EngineBody, replica: Replica, signal: ClientAbort): AsyncIterator<StreamItem[]> {
+    const bytes = body[Symbol.asyncIterator]();
     const parser = new SseParser(this.limits.maxEventBytes);
     let done = false;
+    let closed = false;
     let received = 0;
-    try {
-      for await (const bytes of body) {
-        received += bytes.length;
-        if (received > this.limits.maxStreamBytes) {
-          throw new EngineStreamError(`The engine stream grew past ${this.limits.maxStreamBytes} bytes.`, null);
-        }
-        const batch: StreamItem[] = [];
-        let broken: unknown = null;
-        for (const payload of parser.push(bytes)) {
-          if (done || broken) continue;
-          if (payload === '[DONE]') {
-            done = true;
-            continue;
-          }
-          const text = isPassthroughChunk(payload) ? this.withCatalogModel(payload, replica) : null;
-          if (text !== null) {
-            batch.push(text);
-            continue;
-          }
-          try {
-            batch.push(this.parseChunk(payload, replica));
-          } catch (err) {
-            broken = err;
-          }
-        }
-        // Chunks that came before a broken event in the same read still reach the client first.
-        if (batch.length > 0) yield batch;
-        if (broken) throw broken;
-        // After [DONE] the loop reads on to the end of the body (engines end it right away):
-        // leaving a for-await early would destroy the body and with it the keep-alive connection.
-      }
-      if (!done) {
-        const batch = parser
-          .end()
-          .filter((payload) => payload !== '[DONE]')
-          .map((payload) => this.parseChunk(payload, replica));
-        if (batch.length > 0) yield batch;
-        throw new EngineStreamError('The engine ended the stream before [DONE].', null);
-      }
-    } catch (err) {
-      if (err instanceof EngineStreamError) throw err;
-      if (signal.aborted) throw new EngineAbortedError(null);
-      const message =
-        errorCode(err) === 'UND_ERR_BODY_TIMEOUT'
-          ? 'The engine stopped sending within the upstream timeout.'
-          : 'The engine connection broke mid-stream.';
-      throw new EngineStreamError(message, null, { cause: err });
-    } finally {
+    /** An error met after chunks of the same read: thrown on the step after theirs. */
+    let deferred: unknown = null;
+    const close = () => {
+      if (closed) return;
+      closed = true;
       replica.outstanding--;
       if (!done) body.destroy();
-    }
+    };
+    const next = async (): Promise<IteratorResult<StreamItem[]>> => {
+      if (closed) return END_OF_CHUNKS;
+      try {
+        if (deferred) throw deferred;
+        for (;;) {
+          const read = await bytes.next();
+          if (read.done) {
+            if (done) {
+              close();
+              return END_OF_CHUNKS;
+            }
+            deferred = new EngineStreamError('The engine ended the stream before [DONE].', null);
+            const batch = parser
+              .end()
+              .filter((payload) => payload !== '[DONE]')
+              .map((payload) => this.parseChunk(payload, replica));
+            if (batch.length > 0) return { done: false, value: batch };
+            throw deferred;
+          }
+          received += read.value.length;
+          if (received > this.limits.maxStreamBytes) {
+            throw new EngineStreamError(`The engine stream grew past ${this.limits.maxStreamBytes} bytes.`, null);
+          }
+          const batch: StreamItem[] = [];
+          for (const payload of parser.push(read.value)) {
+            if (done || deferred) continue;
+            if (payload === '[DONE]') {
+              done = true;
+              continue;
+            }
+            const text = isPassthroughChunk(payload) ? this.withCatalogModel(payload, replica) : null;
+            if (text !== null) {
+              batch.push(text);
+              continue;
+            }
+            try {
+              batch.push(this.parseChunk(payload, replica));
+            } catch (err) {
+              deferred = err;
+            }
+          }
+          // Chunks that came before a broken event in the same read still reach the client first.
+          if (batch.length > 0) return { done: false, value: batch };
+          if (deferred) throw deferred;
+          // After [DONE] the reads go on to the end of the body (engines end it right away):
+          // stopping early would destroy the body and with it the keep-alive connection.
+        }
+      } catch (err) {
+        close();
+        throw this.streamError(err, signal);
+      }
+    };
+    return {
+      next,
+      return: () => {
+        close();
+        return Promise.resolve(END_OF_CHUNKS);
+      },
+    };
+  }
+
+  /** What a reader throws for `err`: its own stream errors as they are, an aborted or broken read as one. */
+  private streamError(err: unknown, signal: ClientAbort): unknown {
+    if (err instanceof EngineStreamError) return err;
+    if (signal.aborted) return new EngineAbortedError(null);
+    const message =
+      errorCode(err) === 'UND_ERR_BODY_TIMEOUT'
+        ? 'The engine stopped sending within the upstream timeout.'
+        : 'The engine connection broke mid-stream.';
+    return new EngineStreamError(message, null, { cause: err });
   }
 
   /**
