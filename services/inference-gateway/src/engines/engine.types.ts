@@ -65,6 +65,9 @@ export interface EngineCall {
   traceparent?: string;
 }
 
+/** The result of an async iterator's last step, shared by the engines' iterators (one frozen object, no allocation). */
+export const ITERATION_DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+
 /**
  * Engines may attach a chunk's exact JSON text under this key (a symbol, so JSON.stringify skips
  * it). The relay then sends that text as it is when it leaves the chunk unchanged, which saves a

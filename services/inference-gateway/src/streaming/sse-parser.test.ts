@@ -39,6 +39,7 @@ describe('SseParser', () => {
       Buffer.from('data: b\n\n'),
       euro.subarray(0, 7), // "data: " and the first byte of "€"
       euro.subarray(7, 8), // its second byte: the decoder still holds a part
+      Buffer.alloc(0), // an empty read changes nothing
       euro.subarray(8), // its last byte and the blank line
       Buffer.from('data: c€\n\ndata: d\n\n'),
     ];

@@ -42,7 +42,9 @@ export class SseParser {
   }
 
   private decode(bytes: Uint8Array): string {
-    const endsWhole = bytes.length === 0 || (bytes[bytes.length - 1] as number) < 0x80;
+    // An empty read says nothing of the decoder's state: a character split before it is still split.
+    if (bytes.length === 0) return '';
+    const endsWhole = (bytes[bytes.length - 1] as number) < 0x80;
     // Both decoders replace malformed bytes by U+FFFD alike; only a character split between
     // reads needs the decoder's memory.
     if (this.decoderEmpty && endsWhole && Buffer.isBuffer(bytes)) return bytes.toString();

@@ -88,9 +88,11 @@ export function streamErrorEvent(err: unknown): {
 }
 
 /**
- * The SSE text of a batch, then `tail`, built by one join: the socket needs the text flat, and join
- * writes it flat at once, where concatenating frame by frame (or wrapping the joined text) leaves
- * string pieces for the write to copy again. Replaces the batch's items by their frame text.
+ * The SSE text of a batch, then `tail`. Several items are built by one join: the socket needs the
+ * text flat, and join writes it flat at once, where concatenating frame by frame (or wrapping the
+ * joined text) leaves string pieces for the write to copy again; it replaces the batch's items by
+ * their frame text. One item (every read of an engine that writes each event on its own) is one
+ * template, which the write flattens once, as it did the one-element join's pieces.
  */
 function frames(items: StreamItem[], tail = ''): string {
   const last = items.length - 1;

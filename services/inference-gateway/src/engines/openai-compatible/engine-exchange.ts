@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import type { ClientAbort } from '../engine.types';
+import { ITERATION_DONE, type ClientAbort } from '../engine.types';
 
 /** The answer's head, and its body as the bytes undici read. */
 export interface EngineResponse {
@@ -55,8 +55,6 @@ export const QUEUE_HIGH_WATER_BYTES = 64 * 1024;
 
 /** How many unconsumed HTTP chunks may wait (whatever their size) before the connection stops reading. */
 export const QUEUE_HIGH_WATER_CHUNKS = 256;
-
-const END: IteratorResult<Buffer> = Object.freeze({ done: true, value: undefined });
 
 class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, EngineBody {
   statusCode = 0;
@@ -138,7 +136,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
     const waiting = this.waiting;
     if (waiting) {
       this.waiting = null;
-      waiting.resolve(END);
+      waiting.resolve(ITERATION_DONE);
     }
   }
 
@@ -177,7 +175,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   private next(): Promise<IteratorResult<Buffer>> {
     if (this.queuedBytes > 0) return Promise.resolve({ done: false, value: this.take() });
     if (this.failure) return Promise.reject(this.failure);
-    if (this.ended) return Promise.resolve(END);
+    if (this.ended) return Promise.resolve(ITERATION_DONE);
     return new Promise((resolve, reject) => {
       this.waiting = { resolve, reject };
     });
@@ -185,7 +183,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
 
   private return(): Promise<IteratorResult<Buffer>> {
     this.destroy();
-    return Promise.resolve(END);
+    return Promise.resolve(ITERATION_DONE);
   }
 
   destroy(): void {

@@ -9,6 +9,7 @@ import {
   DEFAULT_ENGINE_RESPONSE_LIMITS,
   EngineAbortedError,
   EngineStreamError,
+  ITERATION_DONE,
   RAW_JSON,
   type EngineResponseLimits,
   type ChunkStream,
@@ -23,8 +24,6 @@ import {
 import { exchange, type EngineBody, type EngineResponse } from './engine-exchange';
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
 import { toEngineBody } from './to-engine';
-
-const END_OF_CHUNKS: IteratorResult<StreamItem[]> = Object.freeze({ done: true, value: undefined });
 
 /** Errors raised before any response byte, on which a request is safe to send elsewhere. */
 const CONNECT_ERRORS = new Set([
@@ -220,7 +219,7 @@ export class OpenAICompatibleEngine implements Engine {
       if (!done) body.destroy();
     };
     const next = async (): Promise<IteratorResult<StreamItem[]>> => {
-      if (closed) return END_OF_CHUNKS;
+      if (closed) return ITERATION_DONE;
       try {
         if (deferred) throw deferred;
         for (;;) {
@@ -228,7 +227,7 @@ export class OpenAICompatibleEngine implements Engine {
           if (read.done) {
             if (done) {
               close();
-              return END_OF_CHUNKS;
+              return ITERATION_DONE;
             }
             deferred = new EngineStreamError('The engine ended the stream before [DONE].', null);
             const batch = parser
@@ -275,7 +274,7 @@ export class OpenAICompatibleEngine implements Engine {
       next,
       return: () => {
         close();
-        return Promise.resolve(END_OF_CHUNKS);
+        return Promise.resolve(ITERATION_DONE);
       },
     };
   }
