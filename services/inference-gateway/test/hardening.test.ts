@@ -40,6 +40,7 @@ describe('gateway hardening', () => {
         engine.catalogEntry('endless-stream'),
         engine.catalogEntry('cut-stream'),
         engine.catalogEntry('confetti-stream'),
+        engine.catalogEntry('mangled-stream'),
       ]),
       {
         env: {
@@ -210,17 +211,27 @@ describe('gateway hardening', () => {
       );
     });
 
-    it('a stream sent one byte per HTTP chunk (thousands in one read) is relayed whole and in order', async () => {
-      const res = await chat({ model: 'fake/confetti-stream', messages: hi, stream: true });
+    /** A whole relayed stream of `model`: a 200 ending in [DONE], its chunks and their content joined. */
+    async function completeStream(model: string) {
+      const res = await chat({ model, messages: hi, stream: true });
       expect(res.status).toBe(200);
       const payloads = ssePayloads(await res.text());
       expect(payloads.at(-1)).toBe('[DONE]');
       const chunks = payloads
         .slice(0, -1)
         .map((payload) => JSON.parse(payload) as { choices: Array<{ delta?: { content?: string } }>; usage?: unknown });
-      const text = chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? '').join('');
+      return { chunks, text: chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? '').join('') };
+    }
+
+    it('a stream sent one byte per HTTP chunk (thousands in one read) is relayed whole and in order', async () => {
+      const { chunks, text } = await completeStream('fake/confetti-stream');
       expect(text).toBe(Array.from({ length: 20 }, (_, i) => ` w${i}`).join(''));
       expect(chunks.at(-1)?.usage).toEqual({ prompt_tokens: 3, completion_tokens: 20, total_tokens: 23 });
+    });
+
+    it('characters split between reads, bytes that are not UTF-8 and control characters are relayed, not fatal', async () => {
+      const { text } = await completeStream('fake/mangled-stream');
+      expect(text).toBe('€😀a\uFFFDb\uFFFD\u0000\u001b\u2028');
     });
 
     it('a stream longer than MAX_ENGINE_STREAM_BYTES ends with an error event and no [DONE]', async () => {

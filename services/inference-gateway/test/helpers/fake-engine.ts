@@ -162,6 +162,38 @@ export class FakeEngine {
         );
         return;
       }
+      case 'mangled-stream': {
+        // Characters split between socket writes (each write its own read at the gateway), bytes that
+        // are not UTF-8, control characters and U+2028 in content; then a proper end.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const event = (content: string) => Buffer.from(chunk({ content }));
+        const euro = event('€');
+        const emoji = event('😀');
+        const separator = event('\u0000\u001b\u2028');
+        // "a", 0xff (never UTF-8), "b", 0xc3 (a lead byte whose next byte is the closing quote).
+        const [head, tail] = chunk({ content: '\u0001' }).split('\\u0001') as [string, string];
+        const notUtf8 = Buffer.concat([Buffer.from(head), Buffer.from([0x61, 0xff, 0x62, 0xc3]), Buffer.from(tail)]);
+        const at = (bytes: Buffer, char: string, offset: number) => bytes.indexOf(Buffer.from(char)) + offset;
+        const writes = [
+          chunk({ role: 'assistant', content: '' }),
+          euro.subarray(0, at(euro, '€', 1)),
+          euro.subarray(at(euro, '€', 1)),
+          emoji.subarray(0, at(emoji, '😀', 1)),
+          emoji.subarray(at(emoji, '😀', 1), at(emoji, '😀', 3)),
+          emoji.subarray(at(emoji, '😀', 3)),
+          notUtf8,
+          separator.subarray(0, at(separator, '\u2028', 1)),
+          separator.subarray(at(separator, '\u2028', 1)),
+          chunk({}, { finish_reason: 'stop' }),
+          'data: [DONE]\n\n',
+        ];
+        for (const piece of writes) {
+          if (res.destroyed) return;
+          res.write(piece);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+        return void res.end();
+      }
       case 'endless-stream': {
         // Regular chunks, forever.
         res.writeHead(200, { 'content-type': 'text/event-stream' });
