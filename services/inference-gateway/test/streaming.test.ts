@@ -1,7 +1,9 @@
 import { request } from 'node:http';
 import type { Socket } from 'node:net';
+import { rawExchange } from '@tollway/service-kit/testing';
 import type { SimServer } from '../src/engines/simulated/sim-server';
 import { FakeEngine } from './helpers/fake-engine';
+import { readResponses, type WireResponse } from './helpers/http-wire';
 import {
   catalogModels,
   httpModel,
@@ -13,6 +15,7 @@ import {
 } from './helpers/gateway-harness';
 
 interface Chunk {
+  id: string;
   object: string;
   choices: Array<{ index: number; delta: Record<string, unknown>; finish_reason?: string | null }>;
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null;
@@ -117,6 +120,10 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
         {
           ...httpModel('fake/odd', []),
           engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: 'odd-stream' }] },
+        },
+        {
+          ...httpModel('fake/mangled', []),
+          engine: { kind: 'openai-compatible', replicas: [{ base_url: fake.baseUrl, model: 'mangled-stream' }] },
         },
         {
           ...httpModel('fake/no-continuous', []),
@@ -265,5 +272,84 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
 
   it('the in-process simulated engine follows the same rules', async () => {
     expectSixRules((await stream({ model: 'local/instant', max_tokens: 4 })).raw);
+  });
+
+  describe('on the wire, every way a client may ask', () => {
+    /** The raw request head and body of a stream of `model`; `last` closes the connection after its answer. */
+    const streamRequest = (model: string, { version = '1.1', last = true } = {}) => {
+      const body = JSON.stringify({
+        model,
+        max_tokens: 16,
+        stream: true,
+        messages: [{ role: 'user', content: 'Hi.' }],
+      });
+      return (
+        `POST /v1/chat/completions HTTP/${version}\r\nHost: gateway\r\nAuthorization: Bearer ${TEST_KEY}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `${last ? 'Connection: close\r\n' : ''}\r\n${body}`
+      );
+    };
+    const exchange = async (requests: string[]): Promise<WireResponse[]> => {
+      const answer = await rawExchange(Number(new URL(gateway.baseUrl).port), [requests.join('')], { waitMs: 10_000 });
+      expect(answer.ended).toBe('closed');
+      return readResponses(Buffer.from(answer.text, 'utf8'));
+    };
+    /** Every chunk of a chunked SSE answer is whole events: the relay frames each write as one chunk. */
+    const expectEventChunks = (response: WireResponse) => {
+      expect(response.headers['transfer-encoding']).toBe('chunked');
+      for (const chunk of response.chunks ?? []) expect(chunk).toMatch(/^data: [^]*\n\n$/);
+    };
+
+    it('an engine that writes every event on its own: one HTTP chunk per event, sized in bytes', async () => {
+      const [response, ...more] = await exchange([streamRequest('sim/per-event')]);
+      expect(more).toHaveLength(0);
+      expect(response?.status).toBe(200);
+      expectEventChunks(response as WireResponse);
+      // Role chunk, 16 tokens, finish, usage and [DONE]: far more chunks than one write would make.
+      expect(response?.chunks?.length).toBeGreaterThan(10);
+      expect(expectSixRules(response?.body ?? '').at(-1)?.usage?.completion_tokens).toBe(16);
+    });
+
+    it('characters of several bytes, split between the engine writes, are counted in bytes by each chunk', async () => {
+      const [response] = await exchange([streamRequest('fake/mangled')]);
+      expect(response?.status).toBe(200);
+      expectEventChunks(response as WireResponse);
+      expect(response?.chunks?.length).toBeGreaterThan(3);
+      const text = expectSixRules(response?.body ?? '')
+        .map((chunk) => chunk.choices[0]?.delta.content ?? '')
+        .join('');
+      expect(text).toBe('€😀a\uFFFDb\uFFFD\u0000\u001b\u2028');
+    });
+
+    it('pipelined requests get whole answers in order, the later ones waiting for the socket', async () => {
+      const responses = await exchange([
+        // The first answer takes about 50 ms; the others are made meanwhile and wait for the socket.
+        streamRequest('fake/mangled', { last: false }),
+        streamRequest('sim/per-event', { last: false }),
+        streamRequest('sim/per-event'),
+      ]);
+      expect(responses.map((response) => response.status)).toEqual([200, 200, 200]);
+      const streams = responses.map((response) => {
+        expectEventChunks(response);
+        const chunks = expectSixRules(response.body);
+        // Each answer holds its own stream only, and all of it: one id, every token.
+        expect(new Set(chunks.map((chunk) => chunk.id)).size).toBe(1);
+        return chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').filter((text) => text !== '');
+      });
+      expect(streams[0]?.join('')).toBe('€😀a\uFFFDb\uFFFD\u0000\u001b\u2028');
+      expect(streams[1]).toHaveLength(16);
+      expect(streams[2]).toHaveLength(16);
+    });
+
+    it('an HTTP/1.0 client gets the stream unchunked, ended by the close', async () => {
+      for (const model of ['sim/per-event', 'fake/mangled']) {
+        const [response, ...more] = await exchange([streamRequest(model, { version: '1.0' })]);
+        expect(more).toHaveLength(0);
+        expect(response?.status).toBe(200);
+        expect(response?.chunks).toBeNull();
+        expect(response?.headers['transfer-encoding']).toBeUndefined();
+        expectSixRules(response?.body ?? '');
+      }
+    });
   });
 });
