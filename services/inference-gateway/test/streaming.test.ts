@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import type { Socket } from 'node:net';
 import { rawExchange } from '@tollway/service-kit/testing';
 import type { SimServer } from '../src/engines/simulated/sim-server';
-import { FakeEngine } from './helpers/fake-engine';
+import { FakeEngine, MANGLED_STREAM_TEXT } from './helpers/fake-engine';
 import { readResponses, type WireResponse } from './helpers/http-wire';
 import {
   catalogModels,
@@ -292,7 +292,7 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
     const exchange = async (requests: string[]): Promise<WireResponse[]> => {
       const answer = await rawExchange(Number(new URL(gateway.baseUrl).port), [requests.join('')], { waitMs: 10_000 });
       expect(answer.ended).toBe('closed');
-      return readResponses(Buffer.from(answer.text, 'utf8'));
+      return readResponses(answer.bytes);
     };
     /** Every chunk of a chunked SSE answer is whole events: the relay frames each write as one chunk. */
     const expectEventChunks = (response: WireResponse) => {
@@ -318,7 +318,7 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
       const text = expectSixRules(response?.body ?? '')
         .map((chunk) => chunk.choices[0]?.delta.content ?? '')
         .join('');
-      expect(text).toBe('€😀a\uFFFDb\uFFFD\u0000\u001b\u2028');
+      expect(text).toBe(MANGLED_STREAM_TEXT);
     });
 
     it('pipelined requests get whole answers in order, the later ones waiting for the socket', async () => {
@@ -336,7 +336,7 @@ describe('SSE output follows the six Events rules whatever the engine sends', ()
         expect(new Set(chunks.map((chunk) => chunk.id)).size).toBe(1);
         return chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').filter((text) => text !== '');
       });
-      expect(streams[0]?.join('')).toBe('€😀a\uFFFDb\uFFFD\u0000\u001b\u2028');
+      expect(streams[0]?.join('')).toBe(MANGLED_STREAM_TEXT);
       expect(streams[1]).toHaveLength(16);
       expect(streams[2]).toHaveLength(16);
     });

@@ -4,6 +4,8 @@ import { connect } from 'node:net';
 export interface RawExchange {
   /** Everything the server sent. */
   text: string;
+  /** The same, as the bytes that came. */
+  bytes: Buffer;
   /** Status of the first response, or null when none came. */
   status: number | null;
   /** The body of the first response (after the blank line), as sent. */
@@ -32,11 +34,13 @@ export function rawExchange(
       settled = true;
       clearTimeout(timer);
       socket.destroy();
-      const text = Buffer.concat(chunks).toString('utf8');
+      const bytes = Buffer.concat(chunks);
+      const text = bytes.toString('utf8');
       const match = /^HTTP\/1\.[01] (\d{3})/.exec(text);
       const split = text.indexOf('\r\n\r\n');
       resolve({
         text,
+        bytes,
         status: match ? Number(match[1]) : null,
         body: split === -1 ? '' : text.slice(split + 4),
         ended,

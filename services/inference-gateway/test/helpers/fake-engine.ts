@@ -2,6 +2,12 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
+/**
+ * The content a client must receive from the `mangled-stream` model: each character whole however
+ * the engine split it, every byte that is not UTF-8 as U+FFFD, control characters kept.
+ */
+export const MANGLED_STREAM_TEXT = '€😀a\uFFFDb\uFFFD\u0000\u001b\u2028';
+
 /** What the fake engine received. */
 export interface FakeRequest {
   model: string;

@@ -16,6 +16,8 @@ const CRLF = Buffer.from('\r\n');
  * body is checked as it is parsed: each size line is hexadecimal and gives the chunk's exact length
  * in bytes, each chunk ends with CRLF, and the body ends with the zero-size chunk and a blank line.
  * A body with no length (an HTTP/1.0 answer) runs to the end of `bytes`. Throws on bad framing.
+ * (The adversarial suite's parser reads one answer leniently, from servers that may be hostile,
+ * and keeps no chunk boundaries; this one checks the gateway's own framing, answer by answer.)
  */
 export function readResponses(bytes: Buffer): WireResponse[] {
   const responses: WireResponse[] = [];
