@@ -73,6 +73,7 @@ describe('caseArbitrary', () => {
         'method',
         'header',
         'framing',
+        'pipelined',
         'HTTP/1.0',
         'string of',
       ])
@@ -94,6 +95,24 @@ describe('caseArbitrary', () => {
     expect(cases.length).toBeGreaterThan(0);
     const onTheWire = cases.filter((c) => Buffer.concat(encodeCase(c, ctx).parts).includes('"__proto__":'));
     expect(onTheWire.length).toBe(cases.length);
+  });
+
+  it('pipelines a request as whole framed copies in one write, only the last asking to close', () => {
+    const [pipelined] = fc
+      .sample(caseArbitrary('gateway'), { seed: 3, numRuns: 3000 })
+      .filter((c) => c.framing.kind === 'pipelined' && c.framing.copies === 2 && c.method === 'POST')
+      .filter((c) => c.body !== null && !c.mutations.some((m) => /header|head |HTTP|bare LF|Host/.test(m)));
+    expect(pipelined).toBeDefined();
+    const c = pipelined as NonNullable<typeof pipelined>;
+    const request = encodeCase(c, ctx);
+    expect(request.parts).toHaveLength(1);
+    expect(request.finish).toBe('keep');
+    const single = Buffer.concat(encodeCase({ ...c, framing: { kind: 'length' } }, ctx).parts).toString('latin1');
+    const text = (request.parts[0] as Buffer).toString('latin1');
+    expect(text.endsWith(single)).toBe(true);
+    expect(text.split(`${c.method} `).length - 1).toBe(3);
+    expect(text.match(/\r\nConnection: close\r\n/g)).toHaveLength(1);
+    expect(text.match(/\r\nContent-Length: \d+\r\n/g)).toHaveLength(3);
   });
 
   it('is replayable: the same seed gives the same cases', () => {

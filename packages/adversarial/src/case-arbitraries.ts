@@ -54,6 +54,7 @@ const framingKinds: fc.Arbitrary<Framing>[] = [
   fc.constant({ kind: 'chunked' as const, stopAfter: null, badSize: null }),
   fc.nat(100).map((keep) => ({ kind: 'truncated' as const, keep })),
   fc.constantFrom<'cl-te' | 'two-cl'>('cl-te', 'two-cl').map((variant) => ({ kind: 'conflicting' as const, variant })),
+  fc.integer({ min: 1, max: 3 }).map((copies) => ({ kind: 'pipelined' as const, copies })),
   fc
     .tuple(
       fc.constantFrom('gzip', 'deflate', 'br', 'identity', 'compress', 'x-unknown', 'gzip, gzip', 'GZIP', ''),
@@ -390,7 +391,9 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
   const intact =
     method === template.method &&
     template.body !== null &&
-    (frame.kind === 'length' || (frame.kind === 'chunked' && frame.stopAfter === null && frame.badSize === null));
+    (frame.kind === 'length' ||
+      frame.kind === 'pipelined' ||
+      (frame.kind === 'chunked' && frame.stopAfter === null && frame.badSize === null));
   const finalBody = rawBody ?? body;
   const mustRefuse =
     intact &&

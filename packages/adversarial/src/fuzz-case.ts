@@ -20,6 +20,12 @@ export type Framing =
   | { kind: 'stall'; keep: number; inHead: boolean }
   /** Both Content-Length and Transfer-Encoding, or two different Content-Lengths. */
   | { kind: 'conflicting'; variant: 'cl-te' | 'two-cl' }
+  /**
+   * The request, rightly framed, `1 + copies` times in one write, only the last asking to close:
+   * pipelining. The first answer is judged; the later requests are cut off when the fuzz closes
+   * the connection after it, so they are clients gone mid-request or mid-stream.
+   */
+  | { kind: 'pipelined'; copies: number }
   /** `Content-Encoding: encoding`, the body compressed (`valid`), not compressed at all (`garbage`), or a decompression bomb. */
   | { kind: 'encoding'; encoding: string; payload: 'valid' | 'garbage' | 'bomb' };
 
@@ -90,6 +96,15 @@ function bodyBytes(body: FuzzCase['body'], ctx: SendContext): Buffer | null {
 
 /** The exact bytes a case writes, and whether the write side is half-closed after them. */
 export function encodeCase(c: FuzzCase, ctx: SendContext): RawRequest {
+  if (c.framing.kind === 'pipelined') {
+    const framed: FuzzCase = { ...c, framing: { kind: 'length' } };
+    const open = encodeCase({ ...framed, headers: c.headers.filter(([name]) => !/^connection$/i.test(name)) }, ctx);
+    const parts = [
+      ...Array.from({ length: c.framing.copies }, () => open.parts).flat(),
+      ...encodeCase(framed, ctx).parts,
+    ];
+    return { parts: [Buffer.concat(parts)], finish: 'keep', head: open.head };
+  }
   const eol = c.head.lineEnd;
   const lines: Buffer[] = [Buffer.from(`${c.method} ${fill(c.target, ctx)} ${c.head.version}${eol}`, 'utf8')];
   const header = (name: string, value: string | Uint8Array) =>

@@ -55,8 +55,9 @@ export class SessionLedger {
     const named = this.sessions.get(safeDecode(/^\/sessions\/([^/]+)/.exec(path)?.[1] ?? '').toLowerCase());
     if (named) {
       named.namedBy = [...named.namedBy.slice(-5), origin];
-      // Broken framing can carry the request out and answer for the leftover bytes instead.
-      const framed = c.framing.kind === 'length' || c.framing.kind === 'none';
+      // Broken framing can carry the request out and answer for the leftover bytes instead
+      // (pipelined requests are framed: the first answer is the first request's).
+      const framed = c.framing.kind === 'length' || c.framing.kind === 'none' || c.framing.kind === 'pipelined';
       if (!framed || outcome.kind !== 'response' || outcome.status >= 500) named.uncertain = true;
     }
     if (outcome.kind !== 'response') return;
