@@ -75,14 +75,17 @@ function startWorkerProcess(env) {
     let stderr = '';
     child.stderr.on('data', (data) => (stderr += data));
     let buffered = '';
-    child.stdout.on('data', (data) => {
+    const readStartupLines = (data) => {
       buffered += data;
       if (buffered.includes('"worker started"')) {
         buffered = '';
+        // The rest of its log is read and dropped, not gathered here for the whole run.
+        child.stdout.off('data', readStartupLines);
         child.stdout.resume();
         resolve(child);
       }
-    });
+    };
+    child.stdout.on('data', readStartupLines);
     child.once('exit', (code) => reject(new Error(`worker exited with ${code}: ${stderr}`)));
   });
 }

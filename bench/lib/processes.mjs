@@ -30,7 +30,7 @@ export function startService(file, { args = [], env = {}, cwd, timeoutMs = 30_00
     child.stderr.on('data', (data) => {
       stderr += data;
     });
-    child.stdout.on('data', (data) => {
+    const readStartupLines = (data) => {
       buffered += data;
       let nl;
       while ((nl = buffered.indexOf('\n')) !== -1) {
@@ -44,14 +44,19 @@ export function startService(file, { args = [], env = {}, cwd, timeoutMs = 30_00
             typeof record.port === 'number'
           ) {
             clearTimeout(timer);
+            // From here its output (an access log line a request) is read and dropped: parsing it
+            // here would spend this process's CPU, on the cores the measured processes share.
+            child.stdout.off('data', readStartupLines);
             child.stdout.resume();
             resolve({ child, port: record.port, stop: () => stopProcess(child) });
+            return;
           }
         } catch {
           // not a JSON log line
         }
       }
-    });
+    };
+    child.stdout.on('data', readStartupLines);
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`${file} exited with ${code} before listening: ${stderr}`));
