@@ -81,7 +81,12 @@ try {
         ...IN_PROCESS_CATALOG_LINES,
         ...httpModelCatalogLines(PER_EVENT_MODEL, perEventSim.port, modelLines),
       ],
-      gatewayEnv: { REDIS_URL: redisUrl, REDIS_PREFIX: prefix, ADMIN_TOKEN: adminToken, GC_PROBE_OUT: join(probeDir, name) },
+      gatewayEnv: {
+        REDIS_URL: redisUrl,
+        REDIS_PREFIX: prefix,
+        ADMIN_TOKEN: adminToken,
+        GC_PROBE_OUT: join(probeDir, name),
+      },
       gatewayNodeFlags: [...flags.split(' ').filter(Boolean), '--import', GC_PROBE],
     }).catch(async (err) => {
       await perEventSim.stop();
