@@ -19,6 +19,7 @@ import {
   deleteByPrefix,
   describeLoadGenerator,
   fmtMs,
+  gatewayStartFlags,
   latencyAtOneConnection,
   postChat,
   sequentialLatencies,
@@ -59,8 +60,8 @@ try {
       ADMIN_TOKEN,
       ADMISSION_SLICES: String(slices),
     },
-    // As deployed (quickstart, Docker image): a 4 MB young generation keeps RSS under 150 MB.
-    gatewayNodeFlags: ['--max-semi-space-size=4'],
+    // As deployed: the node flags of the gateway's start script (the quickstart and the Docker image use the same).
+    gatewayNodeFlags: gatewayStartFlags().flags,
   });
   ({ gateway } = rig);
   // Budgets large enough never to refuse during the run: every check still runs.

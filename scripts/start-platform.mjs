@@ -228,6 +228,18 @@ Press Ctrl-C to stop.
 `);
 }
 
+/**
+ * The node flags of the gateway's `start` script, as its Docker image and compose use them: a small
+ * young generation, a tighter old one and the collector on the main thread alone keep its RSS
+ * under load below 150 MB and its GC pauses short (see the gateway README, "Configuration").
+ */
+function gatewayNodeFlags() {
+  const manifest = JSON.parse(readFileSync(join(ROOT, 'services/inference-gateway/package.json'), 'utf8'));
+  const flags = /^node((?: --[\w-]+(?:=\S+)?)*) dist\/main\.js$/.exec(manifest.scripts.start)?.[1];
+  if (flags === undefined) fail(`cannot read the node flags of the gateway's start script: ${manifest.scripts.start}`);
+  return flags.trim().split(' ').filter(Boolean);
+}
+
 async function main() {
   try {
     await probeRedis(redisUrl);
@@ -250,8 +262,7 @@ async function main() {
     for (const child of children.values()) child.kill('SIGKILL');
   });
 
-  // A smaller young generation and a tighter old one keep the gateway's RSS under load below 150 MB (see its Dockerfile).
-  start('gateway', '36', ['--max-semi-space-size=4', '--heap-growing-percent=40', ...gatewayArgs], {
+  start('gateway', '36', [...gatewayNodeFlags(), ...gatewayArgs], {
     GATEWAY_PORT: String(gatewayPort),
     DEV_API_KEY: key,
     ADMIN_TOKEN: token,
