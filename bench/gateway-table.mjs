@@ -357,7 +357,9 @@ function printTable(results, targets, rss) {
   console.log(
     `\n1 connection, mean latency / wall time per request, µs (a check of the client): JSON ${check('json1')}; SSE ${check('sse1')}`,
   );
-  const mb = (bytes) => `${((bytes ?? 0) / 1024 / 1024).toFixed(1)} MB`;
+  // RSS in MiB (2^20 bytes), as Node and most tools count it; the goal's 150 MB is read strictly, as
+  // 150 × 10^6 bytes (143.1 MiB), so it holds whichever way it is read.
+  const mb = (bytes) => `${((bytes ?? 0) / 1024 / 1024).toFixed(1)} MiB`;
   console.log(
     `\nGateway RSS: idle ${mb(rss.rssIdle)}, after the JSON load ${mb(rss.rssAfterJson)}, at the end ${mb(rss.rssEnd)}, peak ${mb(rss.rssPeak)} (during ${rss.peakDuring})`,
   );
@@ -395,7 +397,11 @@ function printTable(results, targets, rss) {
     ],
     ...streamGoals('engine', 'bare', 'governed', 'governed'),
     ...streamGoals('perEventEngine', 'perEventBare', 'perEventGoverned', 'per-event engine: governed'),
-    ['gateway peak RSS ≤ 150 MB', mb(rss.rssPeak), rss.rssPeak <= 150 * 1024 * 1024],
+    [
+      'gateway peak RSS ≤ 150 MB (150 × 10^6 bytes)',
+      `${mb(rss.rssPeak)} (${(rss.rssPeak / 1e6).toFixed(1)} MB)`,
+      rss.rssPeak <= 150e6,
+    ],
     [
       'governed JSON req/s at 32 conn, share of engine',
       `${((100 * rps('json32', 'governed')) / rps('json32', 'engine')).toFixed(0)} % (unmetered ${((100 * rps('json32', 'unmetered')) / rps('json32', 'engine')).toFixed(0)} %)`,

@@ -133,7 +133,7 @@ try {
         `${(b.rps / a.rps).toFixed(3)} · ${(b.cpu / a.cpu).toFixed(3)}`,
     );
   }
-  const mb = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+  const mb = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB (${(bytes / 1e6).toFixed(1)} MB)`;
   console.log(`peak RSS          ${mb(rigs.a.peak).padEnd(COLUMN)}${mb(rigs.b.peak)}`);
   // GC pauses of all the measured rounds, per flag set.
   const gc = {};
