@@ -75,10 +75,17 @@ describe('engine exchange (undici dispatch)', () => {
     await reader.return?.();
   });
 
-  /** A pool on a raw TCP server that answers every request with `answer` written in one socket write. */
-  const rawUpstream = async (answer: string) => {
+  /**
+   * A pool on a raw TCP server that answers every request with `answer` written in one socket
+   * write, or, given `later`, with `answer` (the head, say) and then, 50 ms on, `later` in one write.
+   */
+  const rawUpstream = async (answer: string, later?: string) => {
     const raw = createServer((socket) => {
-      socket.once('data', () => socket.end(answer));
+      socket.once('data', () => {
+        if (later === undefined) return void socket.end(answer);
+        socket.write(answer);
+        setTimeout(() => socket.end(later), 50);
+      });
     });
     await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
     const rawPool = new Pool(`http://127.0.0.1:${(raw.address() as AddressInfo).port}`, { connections: 1 });
@@ -90,9 +97,30 @@ describe('engine exchange (undici dispatch)', () => {
       },
     };
   };
-  const chunkedAnswer = (chunks: string[]) =>
-    'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n' +
-    `${chunks.map((chunk) => `${Buffer.byteLength(chunk).toString(16)}\r\n${chunk}\r\n`).join('')}0\r\n\r\n`;
+  const HEAD = 'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n';
+  const httpChunks = (chunks: string[]) =>
+    chunks.map((chunk) => `${Buffer.byteLength(chunk).toString(16)}\r\n${chunk}\r\n`).join('');
+  const chunkedAnswer = (chunks: string[]) => `${HEAD}${httpChunks(chunks)}0\r\n\r\n`;
+
+  it('a read that breaks the framing after whole chunks gives those chunks, then the error', async () => {
+    // The consumer already waits when the read comes: two whole chunks, then bytes that are not one.
+    const upstreamRaw = await rawUpstream(HEAD, `${httpChunks(['data: a\n\n', 'data: b\n\n'])}zz\r\nnot a chunk\r\n`);
+    try {
+      const response = await exchange(upstreamRaw.pool, POST, new ClientAbort());
+      const reader = response.body[Symbol.asyncIterator]();
+      let received = '';
+      let error: unknown = null;
+      try {
+        for (let step = await reader.next(); !step.done; step = await reader.next()) received += step.value.toString();
+      } catch (err) {
+        error = err;
+      }
+      expect(received).toBe('data: a\n\ndata: b\n\n');
+      expect(error).toBeInstanceOf(Error);
+    } finally {
+      await upstreamRaw.close();
+    }
+  });
 
   it('hands over the HTTP chunks of one socket read together: two steps per read at most, not one per event', async () => {
     // An engine that writes each event as an HTTP chunk of its own; here all 16 leave in one
