@@ -15,6 +15,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { connect, createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gatewayStartFlags } from './gateway-start-flags.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const DEV = process.argv.includes('--dev');
@@ -228,16 +229,12 @@ Press Ctrl-C to stop.
 `);
 }
 
-/**
- * The node flags of the gateway's `start` script, as its Docker image and compose use them: a small
- * young generation, a tighter old one and the collector on the main thread alone keep its RSS
- * under load below 150 MB and its GC pauses short (see the gateway README, "Configuration").
- */
-function gatewayNodeFlags() {
-  const manifest = JSON.parse(readFileSync(join(ROOT, 'services/inference-gateway/package.json'), 'utf8'));
-  const flags = /^node((?: --[\w-]+(?:=\S+)?)*) dist\/main\.js$/.exec(manifest.scripts.start)?.[1];
-  if (flags === undefined) fail(`cannot read the node flags of the gateway's start script: ${manifest.scripts.start}`);
-  return flags.trim().split(' ').filter(Boolean);
+function gatewayFlags() {
+  try {
+    return gatewayStartFlags().flags;
+  } catch (err) {
+    return fail(err.message);
+  }
 }
 
 async function main() {
@@ -262,7 +259,9 @@ async function main() {
     for (const child of children.values()) child.kill('SIGKILL');
   });
 
-  start('gateway', '36', [...gatewayNodeFlags(), ...gatewayArgs], {
+  // The flags the gateway is deployed with (a small young generation, a tighter old one, the
+  // collector on the main thread alone: see the gateway README, "Configuration").
+  start('gateway', '36', [...gatewayFlags(), ...gatewayArgs], {
     GATEWAY_PORT: String(gatewayPort),
     DEV_API_KEY: key,
     ADMIN_TOKEN: token,

@@ -1,6 +1,6 @@
 // The rig the gateway benchmarks share: the simulated engine answering at once, a gateway whose
 // catalog serves one model from it over HTTP, and the HTTP load helpers that measure both.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,19 +9,11 @@ import { quantile, startService } from './processes.mjs';
 import { haveWrk, wrkPost } from './wrk.mjs';
 import { oneConnectionLatencies } from './one-connection.mjs';
 
+/** The node flags of the gateway's `start` script, so a bench runs the gateway as it is deployed. */
+export { gatewayStartFlags } from '../../scripts/gateway-start-flags.mjs';
+
 /** The one model the rig's catalog serves. */
 export const BENCH_MODEL = 'bench/instant';
-
-/**
- * The node flags of the gateway's `start` script (`pnpm --filter @tollway/inference-gateway
- * start`), so a bench runs the gateway as it is deployed. Returns `{ script, flags }`.
- */
-export function gatewayStartFlags() {
-  const script = JSON.parse(readFileSync(join(gatewayDir, 'package.json'), 'utf8')).scripts.start;
-  const match = /^node((?: --?[\w-]+(?:=\S+)?)*) dist\/main\.js$/.exec(script);
-  if (!match) throw new Error(`cannot read the node flags of the start script: ${script}`);
-  return { script, flags: match[1].trim().split(' ').filter(Boolean) };
-}
 
 /** A second model, served by the gateway's in-process simulated engine, answering at once. */
 export const IN_PROCESS_MODEL = 'bench/in-process';
