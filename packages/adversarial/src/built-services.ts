@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 /** The repository root (this file is packages/adversarial/src/built-services.ts). */
@@ -17,6 +17,18 @@ const BUILT = [
 /** Entry points of the built services. */
 export const GATEWAY_ENTRY = path.join(REPO_ROOT, 'services/inference-gateway/dist/main.js');
 export const SESSIONS_ENTRY = path.join(REPO_ROOT, 'services/agent-session/dist/main-api.js');
+/**
+ * The node flags the gateway is deployed with (its `start` script's, which the Dockerfile and
+ * compose repeat): its heap and collector settings, so hostile input meets the gateway as it runs.
+ */
+export function gatewayDeployedFlags(): string[] {
+  const manifest = JSON.parse(
+    readFileSync(path.join(REPO_ROOT, 'services/inference-gateway/package.json'), 'utf8'),
+  ) as {
+    scripts: { start: string };
+  };
+  return manifest.scripts.start.split(' ').filter((word) => word.startsWith('-'));
+}
 /** The model catalog the gateway ships with. */
 export const SHIPPED_CATALOG = path.join(REPO_ROOT, 'services/inference-gateway/catalog/default.catalog.yaml');
 

@@ -1,6 +1,6 @@
 export { caseArbitrary } from './case-arbitraries';
 export { CaseStream } from './case-stream';
-export { ensureBuilt } from './built-services';
+export { ensureBuilt, gatewayDeployedFlags } from './built-services';
 export { Campaign, type CampaignLimits, type Finding, type Tally } from './campaign';
 export { describeCase, encodeCase, type FuzzCase, type ServiceName } from './fuzz-case';
 export { ISSUE_REPRODUCTIONS } from './issue-reproductions';

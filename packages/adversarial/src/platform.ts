@@ -6,7 +6,7 @@ import path from 'node:path';
 import { createServer, type Server } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import { Redis } from 'ioredis';
-import { GATEWAY_ENTRY, REPO_ROOT, SESSIONS_ENTRY, SHIPPED_CATALOG } from './built-services';
+import { gatewayDeployedFlags, GATEWAY_ENTRY, REPO_ROOT, SESSIONS_ENTRY, SHIPPED_CATALOG } from './built-services';
 import { hostileCatalogEntries, hostileModelId, startHostileEngine } from './hostile-engine';
 import type { SendContext, ServiceName } from './fuzz-case';
 
@@ -53,6 +53,8 @@ export class ServiceProcess {
     private readonly args: string[],
     private readonly env: NodeJS.ProcessEnv,
     readonly port: number,
+    /** Node flags before the entry (the heap cap is added to them). */
+    private readonly nodeFlags: string[] = [],
   ) {}
 
   get pid(): number | undefined {
@@ -79,11 +81,15 @@ export class ServiceProcess {
     this.stopping = false;
     // A heap cap: an unbounded allocation ends as a counted crash, not as a machine shared with
     // other work swapping (the services' real limits are far below it).
-    const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_CAP_MB}`, this.entry, ...this.args], {
-      cwd: REPO_ROOT,
-      env: this.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [...this.nodeFlags, `--max-old-space-size=${HEAP_CAP_MB}`, this.entry, ...this.args],
+      {
+        cwd: REPO_ROOT,
+        env: this.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     this.child = child;
     const keep = (data: Buffer) => {
       for (const line of data.toString('utf8').split('\n')) if (line) this.tail.push(line.slice(0, 2000));
@@ -207,6 +213,7 @@ export class Platform {
         MAX_ENGINE_STREAM_BYTES: String(8 * MIB),
       },
       gatewayPort,
+      gatewayDeployedFlags(),
     );
     await this.gateway.start('/readyz');
 

@@ -6,6 +6,7 @@
  * Replay: the failure message names FUZZ_SEED and FUZZ_PATH; run
  *   FUZZ_SEED=<seed> FUZZ_PATH=<service>:<path> pnpm exec jest packages/adversarial
  */
+import { readFileSync } from 'node:fs';
 import * as fc from 'fast-check';
 import {
   Campaign,
@@ -13,6 +14,7 @@ import {
   Platform,
   caseArbitrary,
   ensureBuilt,
+  gatewayDeployedFlags,
   loadFuzzConfig,
   type ServiceName,
 } from '../src';
@@ -41,6 +43,13 @@ describe('adversarial requests against the built gateway and session service', (
   afterAll(async () => {
     await platform?.stop();
   }, 30_000);
+
+  it('attacks the gateway as it is deployed: with the node flags of its start script', () => {
+    const flags = gatewayDeployedFlags();
+    expect(flags.length).toBeGreaterThan(0);
+    const argv = readFileSync(`/proc/${platform!.gateway.pid}/cmdline`, 'utf8').split('\0');
+    for (const flag of flags) expect(argv).toContain(flag);
+  });
 
   it.each(ISSUE_REPRODUCTIONS.map((c) => [c.endpoint, c] as const))(
     'refuses %s with a 4xx and keeps serving',
