@@ -52,12 +52,43 @@ describe('SseParser', () => {
     expect(parser.push(Buffer.from('data: \uFEFFy\n\n'))).toEqual(['\uFEFFy']);
   });
 
+  it('drops a byte order mark that arrives split over the first reads', () => {
+    const bom = Buffer.from('\uFEFF');
+    for (const cut of [1, 2]) {
+      const parser = new SseParser();
+      expect(parser.push(bom.subarray(0, cut))).toEqual([]);
+      expect(parser.push(Buffer.concat([bom.subarray(cut), Buffer.from('data: x\n\n')]))).toEqual(['x']);
+    }
+    const oneByOne = new SseParser();
+    const bytesOf = Buffer.from('\uFEFFdata: x\n\n');
+    expect([...bytesOf].flatMap((byte) => oneByOne.push(Buffer.from([byte])))).toEqual(['x']);
+  });
+
+  it('keeps first bytes that only look like the start of a byte order mark', () => {
+    const parser = new SseParser();
+    expect(parser.push(Buffer.from([0xef]))).toEqual([]);
+    expect(parser.push(Buffer.from([0xbb, 0x41]))).toEqual([]); // EF BB 41: two broken bytes, then "A"
+    expect(parser.push(Buffer.from('\n\ndata: x\n\n'))).toEqual(['x']); // the broken line had no data field
+    const fresh = new SseParser();
+    expect(fresh.push(Buffer.from('d'))).toEqual([]);
+    expect(fresh.push(Buffer.from('ata: y\n\n'))).toEqual(['y']);
+  });
+
+  it('keeps a U+FEFF that starts a later read, on the native and the streaming decode alike', () => {
+    const parser = new SseParser();
+    expect(parser.push(Buffer.from('data: a\n\ndata: '))).toEqual(['a']);
+    expect(parser.push(Buffer.from('\uFEFFb\n\ndata: '))).toEqual(['\uFEFFb']); // native
+    const split = Buffer.from('\uFEFFc€\n\n');
+    expect(parser.push(split.subarray(0, split.length - 4))).toEqual([]); // ends inside "€": the decoder's first read
+    expect(parser.push(split.subarray(split.length - 4))).toEqual(['\uFEFFc€']);
+  });
+
   it('replaces malformed bytes with U+FFFD on either path', () => {
     const parser = new SseParser();
     const malformed = (prefix: string) =>
       Buffer.concat([Buffer.from(prefix), Buffer.from([0xe2, 0x28, 0xa1, 0xff]), Buffer.from('\n\n')]);
-    expect(parser.push(malformed('data: '))).toEqual(['\uFFFD(\uFFFD\uFFFD']); // the first read: the decoder
-    expect(parser.push(malformed('data: '))).toEqual(['\uFFFD(\uFFFD\uFFFD']); // later: the native decode
+    expect(parser.push(malformed('data: '))).toEqual(['\uFFFD(\uFFFD\uFFFD']); // the native decode
+    expect(parser.push(malformed('data: '))).toEqual(['\uFFFD(\uFFFD\uFFFD']);
     expect(parser.push(Buffer.from([0x64, 0x61, 0x74, 0x61, 0x3a, 0x20, 0xe2]))).toEqual([]); // "data: " + a lead byte
     expect(parser.push(Buffer.from('x\n\n'))).toEqual(['\uFFFDx']); // the decoder ends the broken character
   });

@@ -1,6 +1,9 @@
 import { EngineStreamError } from '../engines/engine.types';
 
 const STREAM = Object.freeze({ stream: true });
+/** U+FEFF in UTF-8. */
+const BYTE_ORDER_MARK = [0xef, 0xbb, 0xbf];
+const EMPTY = Buffer.alloc(0);
 
 /**
  * Incremental Server-Sent Events parser for engine streams: feed it bytes as they arrive, get
@@ -11,14 +14,19 @@ const STREAM = Object.freeze({ stream: true });
  * allocated for it (engines send one `data:` line per event; several lines take an array).
  */
 export class SseParser {
-  private readonly decoder = new TextDecoder();
+  /** Keeps a U+FEFF wherever it is: the one at the stream's start is dropped by `skipByteOrderMark`. */
+  private readonly decoder = new TextDecoder('utf-8', { ignoreBOM: true });
   /**
    * True when the decoder holds no part of a character, so a read that ends on an ASCII byte (an
    * SSE event ends on "\n") decodes on its own with Buffer's native UTF-8 decode, about three
-   * times cheaper than TextDecoder's streaming decode at an event's size. False at the start, so
-   * the first read goes through the decoder, which drops a leading byte order mark.
+   * times cheaper than TextDecoder's streaming decode at an event's size. True from the start: the
+   * byte order mark is dropped by hand, so the first read (on a loaded gateway often most of a
+   * stream: 4.6 KB took 2.7 µs that way against 0.4 µs) need not go through the decoder.
    */
-  private decoderEmpty = false;
+  private decoderEmpty = true;
+  /** The stream's first bytes while they are too few to tell whether they open with a byte order mark. */
+  private head: Uint8Array | null = null;
+  private started = false;
   private pending = '';
   /** The event's data so far: null (none), one line, or several lines. */
   private data: string | string[] | null = null;
@@ -42,6 +50,7 @@ export class SseParser {
   }
 
   private decode(bytes: Uint8Array): string {
+    if (!this.started) bytes = this.skipByteOrderMark(bytes);
     // An empty read says nothing of the decoder's state: a character split before it is still split.
     if (bytes.length === 0) return '';
     const endsWhole = (bytes[bytes.length - 1] as number) < 0x80;
@@ -50,6 +59,24 @@ export class SseParser {
     if (this.decoderEmpty && endsWhole && Buffer.isBuffer(bytes)) return bytes.toString();
     this.decoderEmpty = endsWhole;
     return this.decoder.decode(bytes, STREAM);
+  }
+
+  /**
+   * The stream's bytes without the byte order mark it may open with (the SSE rule), once three
+   * bytes have come or fewer that cannot be one; until then nothing (they wait in `head`).
+   */
+  private skipByteOrderMark(bytes: Uint8Array): Uint8Array {
+    const all = this.head === null ? bytes : Buffer.concat([this.head, bytes]);
+    const n = Math.min(all.length, 3);
+    let bom = true;
+    for (let i = 0; i < n; i++) if (all[i] !== BYTE_ORDER_MARK[i]) bom = false;
+    if (bom && all.length < 3) {
+      this.head = Buffer.from(all); // a copy: the read's memory is its owner's
+      return EMPTY;
+    }
+    this.head = null;
+    this.started = true;
+    return bom ? all.subarray(3) : all;
   }
 
   /** Payload of an event left open when the stream ended (no blank line after it), if any. */

@@ -97,6 +97,22 @@ describe('OpenAI-compatible engine: reading a stream', () => {
     expect(upstream.connections).toBe(1);
   });
 
+  it('drops the byte order mark a body opens with, even split over HTTP chunks, and keeps a U+FEFF in content', async () => {
+    const bom = Buffer.from('\uFEFF');
+    upstream.answer = (_req, res) => {
+      res.writeHead(200, SSE);
+      res.write(bom.subarray(0, 1));
+      setImmediate(() => {
+        res.write(Buffer.concat([bom.subarray(1), Buffer.from(frame(chunk('a')))]));
+        setImmediate(() => res.end(frame(chunk('\uFEFFb')) + frame('[DONE]')));
+      });
+    };
+    const { items, error } = await readStream();
+    expect(error).toBeNull();
+    expect(contents(items)).toEqual(['a', '\uFEFFb']);
+    expect(outstanding()).toBe(0);
+  });
+
   it('chunks read before a broken event reach the consumer before its error', async () => {
     upstream.answer = (_req, res) => {
       res.writeHead(200, SSE);
