@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { ChatCompletionResponse } from '@tollway/contracts';
-import type { Logger } from '@tollway/service-kit';
+import { REQUEST_ID_HEADER, type Logger } from '@tollway/service-kit';
 import type { AdmissionTicket, SettledUsage } from '../admission/admission.types';
 import { EngineAbortedError, type Engine, type EngineCall } from '../engines/engine.types';
 import type { ChatObservation } from '../observability/chat-observation';
@@ -53,6 +53,7 @@ async function serveJson(admitted: AdmittedCompletion, res: ServerResponse): Pro
   const body = result.raw ?? Buffer.from(JSON.stringify(result.completion));
   if (!res.destroyed) {
     res.writeHead(200, {
+      [REQUEST_ID_HEADER]: admitted.requestId,
       ...admitted.ticket.headers,
       'content-type': 'application/json',
       'content-length': body.length,
@@ -73,7 +74,7 @@ async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse):
     throw err;
   }
   admitted.observation?.firstChunk();
-  res.writeHead(200, { ...admitted.ticket.headers, ...SSE_HEADERS });
+  res.writeHead(200, { [REQUEST_ID_HEADER]: admitted.requestId, ...admitted.ticket.headers, ...SSE_HEADERS });
   const normaliser = new ChunkNormaliser(admitted.modelId, admitted.inputTokens);
   const result = await relayStream(res, stream, normaliser, admitted.call.signal);
   if (result.outcome === 'failed') {

@@ -1,23 +1,34 @@
 import type { ServerResponse } from 'node:http';
-import { ServiceError, serializeError, type Logger } from '@tollway/service-kit';
+import { REQUEST_ID_HEADER, ServiceError, serializeError, type Logger } from '@tollway/service-kit';
 import { EngineHttpError, toClientEngineError } from '../engines/engine-error';
 import { ParameterError } from '../errors';
 
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
 /**
  * Writes the two error kinds that are not the envelope: parameter failures in the engine's flat
- * shape and engine refusals passed through. Returns false for any other error.
+ * shape and engine refusals passed through. Returns false for any other error. `idHeader` holds the
+ * request id when it has not been set on the response already (the fast path's).
  */
-export function writeEngineShapedError(res: ServerResponse, err: unknown): boolean {
+export function writeEngineShapedError(
+  res: ServerResponse,
+  err: unknown,
+  idHeader: Readonly<Record<string, string>> = NO_HEADERS,
+): boolean {
   if (err instanceof ParameterError) {
     const body = JSON.stringify(err.toBody());
-    res.writeHead(400, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.writeHead(400, {
+      ...idHeader,
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+    });
     res.end(body);
     return true;
   }
   if (err instanceof EngineHttpError) {
     const answer = toClientEngineError(err);
     const body = typeof answer.body === 'string' ? Buffer.from(answer.body) : answer.body;
-    res.writeHead(answer.status, { 'content-type': answer.contentType, 'content-length': body.length });
+    res.writeHead(answer.status, { ...idHeader, 'content-type': answer.contentType, 'content-length': body.length });
     res.end(body);
     return true;
   }
@@ -33,7 +44,8 @@ export function writeError(res: ServerResponse, err: unknown, logger: Logger, re
     res.destroy();
     return;
   }
-  if (writeEngineShapedError(res, err)) return;
+  const idHeader = { [REQUEST_ID_HEADER]: requestId };
+  if (writeEngineShapedError(res, err, idHeader)) return;
   const known = err instanceof ServiceError;
   const error = known
     ? err
@@ -48,6 +60,7 @@ export function writeError(res: ServerResponse, err: unknown, logger: Logger, re
     logger.error('request failed', { request_id: requestId, status: error.status, code: error.code });
   const body = JSON.stringify(error.toBody());
   res.writeHead(error.status, {
+    ...idHeader,
     ...error.headers,
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(body),
