@@ -59,7 +59,7 @@ export const QUEUE_HIGH_WATER_CHUNKS = 256;
 class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, EngineBody {
   statusCode = 0;
   readonly body: EngineBody = this;
-  private rawHeaders: Buffer[] | null = null;
+  private type = '';
   private abortConnection: ((err?: Error) => void) | null = null;
   private resumeConnection: (() => void) | null = null;
   private headersSettled = false;
@@ -91,7 +91,9 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     if (statusCode < 200) return true; // 1xx: the real answer follows
     this.statusCode = statusCode;
-    this.rawHeaders = rawHeaders;
+    // Read now, not kept: the header Buffers would stay alive (and be copied by every scavenge) for
+    // as long as the stream lasts, only to be read when an engine refuses.
+    this.type = contentTypeOf(rawHeaders);
     this.resumeConnection = resume;
     this.headersSettled = true;
     this.resolveHead(this);
@@ -158,12 +160,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   // EngineResponse
 
   contentType(): string {
-    const raw = this.rawHeaders ?? [];
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      if ((raw[i] as Buffer).toString('latin1').toLowerCase() === 'content-type')
-        return (raw[i + 1] as Buffer).toString('latin1');
-    }
-    return '';
+    return this.type;
   }
 
   // EngineBody
@@ -203,4 +200,14 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
     if (this.abortConnection) this.abortConnection(err);
     else this.onError(err);
   }
+}
+
+/** The `content-type` of raw undici headers (name, value, name, value, …), '' when absent. */
+function contentTypeOf(raw: readonly Buffer[]): string {
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] as Buffer;
+    if (name.length === 12 && name.toString('latin1').toLowerCase() === 'content-type')
+      return (raw[i + 1] as Buffer).toString('latin1');
+  }
+  return '';
 }
