@@ -57,7 +57,7 @@ export async function handleChat(
     pricePerMillion: model.price_per_million,
   });
   const ticket = observation ? await observation.admission(decision) : await decision;
-  await serveCompletion(
+  return serveCompletion(
     {
       engine,
       call: { request, signal: abort, promptTokens: inputTokens },

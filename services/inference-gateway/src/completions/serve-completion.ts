@@ -37,8 +37,10 @@ export async function serveCompletion(admitted: AdmittedCompletion, res: ServerR
     return;
   }
   admitted.observation?.engineCallStarts(admitted.call, admitted.engineKind);
-  if (admitted.call.request.stream) await serveStreamed(admitted, res);
-  else await serveJson(admitted, res);
+  // Returned, not awaited (as are handleChat's and the fast path's calls down to here): a frame
+  // waiting on the next would stay alive, and be copied by every scavenge, for as long as a stream
+  // lasts; returning lets the caller's frame end at once (bench/stream-live-set.mjs).
+  return admitted.call.request.stream ? serveStreamed(admitted, res) : serveJson(admitted, res);
 }
 
 async function serveJson(admitted: AdmittedCompletion, res: ServerResponse): Promise<void> {

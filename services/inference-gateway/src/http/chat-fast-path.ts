@@ -69,5 +69,5 @@ async function serve(
   } catch (err) {
     throw fromBodyParserError(err) ?? err;
   }
-  await handleChat(deps, body, principal, requestId, res, observation);
+  return handleChat(deps, body, principal, requestId, res, observation);
 }
