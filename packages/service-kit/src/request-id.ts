@@ -15,11 +15,18 @@ declare global {
   }
 }
 
+/**
+ * A request's id from its `x-request-id` header value: the client's own when it is 1-128 letters,
+ * digits, `_`, `.`, `:` or `-` (safe in a header and a log line), else a new UUID.
+ */
+export function requestIdOf(incoming: string | string[] | undefined): string {
+  return typeof incoming === 'string' && ACCEPTABLE_ID.test(incoming) ? incoming : randomUUID();
+}
+
 /** Middleware: assigns `req.id` and sets `x-request-id` on the response. */
 export function requestId() {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const incoming = req.headers[REQUEST_ID_HEADER];
-    req.id = typeof incoming === 'string' && ACCEPTABLE_ID.test(incoming) ? incoming : randomUUID();
+    req.id = requestIdOf(req.headers[REQUEST_ID_HEADER]);
     res.setHeader(REQUEST_ID_HEADER, req.id);
     next();
   };

@@ -1,6 +1,11 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { fromBodyParserError, readJsonBody, REQUEST_ID_HEADER, type JsonBodyLimits } from '@tollway/service-kit';
+import {
+  fromBodyParserError,
+  readJsonBody,
+  REQUEST_ID_HEADER,
+  requestIdOf,
+  type JsonBodyLimits,
+} from '@tollway/service-kit';
 import type { Authenticator } from '../admission/admission.types';
 import { handleChat, type ChatDeps } from '../completions/handle-chat';
 import { invalidApiKey } from '../errors';
@@ -9,7 +14,6 @@ import { writeError } from './write-error';
 
 const CHAT_PATH = '/v1/chat/completions';
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
-const ACCEPTABLE_REQUEST_ID = /^[\w.:-]{1,128}$/;
 
 /** What the fast path needs besides the chat dependencies. */
 export interface FastPathDeps extends ChatDeps {
@@ -28,11 +32,10 @@ export interface FastPathDeps extends ChatDeps {
 export function chatFastPath(deps: FastPathDeps): (req: IncomingMessage, res: ServerResponse) => boolean {
   return (req, res) => {
     if (req.method !== 'POST' || (req.url !== CHAT_PATH && !req.url?.startsWith(`${CHAT_PATH}?`))) return false;
-    const incoming = req.headers[REQUEST_ID_HEADER];
     // The id leaves with each writeHead (serve-completion.ts, write-error.ts), never by setHeader:
     // one header set before writeHead makes node put every header of the answer through setHeader
     // and its map (a quarter of a bare node:http answer's CPU; the README's "Performance").
-    const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdOf(req.headers[REQUEST_ID_HEADER]);
     const observation = telemetryOn(deps.telemetry)
       ? new ChatObservation(deps.telemetry, requestId, req.headers)
       : null;
