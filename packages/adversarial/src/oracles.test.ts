@@ -68,4 +68,22 @@ describe('judgeAnswer', () => {
     expect(rules({ ...base, mustRefuse: true }, answer(200, {}))).toEqual(['refusal']);
     expect(rules({ ...base, mustRefuse: true }, { kind: 'closed', ms: 1, reason: 'end' })).toEqual([]);
   });
+
+  it("wants an answer's x-request-id sent once, safe, and the client's own when that was acceptable", () => {
+    const withId = (id: string, repeated: string[] = []): Outcome => {
+      const outcome = answer(200, {});
+      if (outcome.kind !== 'response') throw new Error('unreachable');
+      return { ...outcome, headers: { ...outcome.headers, 'x-request-id': id }, repeatedHeaders: repeated };
+    };
+    const uuid = '0b6f3c1e-3a4d-4b8e-9f10-2c3d4e5f6a7b';
+    const sending = (value: string | Uint8Array): FuzzCase => ({ ...base, headers: [['X-Request-Id', value]] });
+    expect(rules(base, answer(200, {}))).toEqual([]); // no id at all (node's own refusals)
+    expect(rules(base, withId(uuid))).toEqual([]);
+    expect(rules(sending('client.id:1'), withId('client.id:1'))).toEqual([]);
+    expect(rules(sending('client.id:1'), withId(uuid))).toEqual(['request-id']); // not echoed
+    expect(rules(sending('has space'), withId(uuid))).toEqual([]);
+    expect(rules(sending('has space'), withId('has space'))).toEqual(['request-id']); // reflected
+    expect(rules(sending(new Uint8Array([0x61, 0x0a])), withId('a, b'))).toEqual(['request-id']);
+    expect(rules(base, withId(uuid, ['x-request-id']))).toEqual(['request-id']); // twice
+  });
 });

@@ -8,7 +8,7 @@ export type Verdict = '2xx' | '3xx' | '4xx' | '5xx' | 'upstream' | 'closed' | 'h
 
 /** A broken rule, in words. */
 export interface Problem {
-  rule: 'status' | 'shape' | 'hang' | 'refusal' | 'crash' | 'liveness' | 'memory' | 'consistency';
+  rule: 'status' | 'shape' | 'hang' | 'refusal' | 'crash' | 'liveness' | 'memory' | 'consistency' | 'request-id';
   detail: string;
 }
 
@@ -47,12 +47,34 @@ export function judgeAnswer(c: FuzzCase, outcome: Outcome): Problem[] {
     const shape = errorShapeProblem(c, outcome);
     if (shape) problems.push({ rule: 'shape', detail: `${status} ${shape}` });
   }
+  const requestId = requestIdProblem(c, outcome);
+  if (requestId) problems.push({ rule: 'request-id', detail: requestId });
   if (status < 300 && c.mustRefuse)
     problems.push({
       rule: 'refusal',
       detail: `status ${status} for a request that must be refused: ${snippet(outcome.body)}`,
     });
   return problems;
+}
+
+/** The request ids both services accept from a client and echo (service-kit's rule). */
+const ACCEPTABLE_REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/**
+ * An answer's `x-request-id`, when it has one, is sent once and is safe to land in a log line or a
+ * header: the client's own id when that was one acceptable value, never a client's value that was
+ * not (it would carry whatever the client put in it), else a fresh id of the same alphabet.
+ */
+function requestIdProblem(c: FuzzCase, outcome: Extract<Outcome, { kind: 'response' }>): string | null {
+  const answered = outcome.headers['x-request-id'];
+  if (answered === undefined) return null;
+  if (outcome.repeatedHeaders?.includes('x-request-id')) return 'x-request-id sent more than once';
+  if (!ACCEPTABLE_REQUEST_ID.test(answered)) return `x-request-id ${JSON.stringify(answered)} is not a safe id`;
+  const sent = c.headers.filter(([name]) => name.toLowerCase() === 'x-request-id').map(([, value]) => value);
+  const [only] = sent;
+  if (sent.length === 1 && typeof only === 'string' && ACCEPTABLE_REQUEST_ID.test(only) && answered !== only)
+    return `x-request-id ${JSON.stringify(answered)} instead of the client's ${JSON.stringify(only)}`;
+  return null;
 }
 
 /**

@@ -39,6 +39,18 @@ describe('sendRaw', () => {
     expect(outcome.kind === 'response' && [outcome.status, outcome.body.toString()]).toEqual([200, 'abcde']);
   });
 
+  it('names the headers an answer sent twice, whatever their case', async () => {
+    const outcome = await answer(
+      'HTTP/1.1 200 OK\r\nX-Request-Id: a\r\nx-request-id: b\r\nConstructor: c\r\nContent-Length: 0\r\n\r\n',
+      false,
+    );
+    expect(outcome).toMatchObject({
+      kind: 'response',
+      headers: { 'x-request-id': 'b' },
+      repeatedHeaders: ['x-request-id'],
+    });
+  });
+
   it('tells a close without an answer from a hang', async () => {
     expect(await answer('', true)).toMatchObject({ kind: 'closed' });
     expect(await answer('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc', false, 300)).toMatchObject({

@@ -6,7 +6,10 @@ export type Outcome =
   | {
       kind: 'response';
       status: number;
+      /** Lower-cased names; a name sent twice keeps its last value (and is in `repeatedHeaders`). */
       headers: Record<string, string>;
+      /** Lower-cased names of the headers the answer sent more than once. */
+      repeatedHeaders?: string[];
       /** The first BODY_KEEP_BYTES of the (de-chunked) body. */
       body: Buffer;
       /** Body bytes received in all. */
@@ -86,6 +89,7 @@ async function writeParts(socket: import('node:net').Socket, request: RawRequest
 class ResponseParser {
   status: number | null = null;
   headers: Record<string, string> = {};
+  readonly repeated: string[] = [];
   bodyBytes = 0;
   done = false;
   failed: string | null = null;
@@ -127,6 +131,7 @@ class ResponseParser {
       kind: 'response',
       status: this.status ?? 0,
       headers: this.headers,
+      repeatedHeaders: this.repeated,
       body: Buffer.concat(this.kept),
       bodyBytes: this.bodyBytes,
       ms,
@@ -145,7 +150,10 @@ class ResponseParser {
     this.status = status;
     for (const line of lines) {
       const colon = line.indexOf(':');
-      if (colon > 0) this.headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+      if (colon <= 0) continue;
+      const name = line.slice(0, colon).trim().toLowerCase();
+      if (Object.hasOwn(this.headers, name) && !this.repeated.includes(name)) this.repeated.push(name);
+      this.headers[name] = line.slice(colon + 1).trim();
     }
     const length = this.headers['content-length'];
     if (this.noBody || status === 204 || status === 304) {
