@@ -14,7 +14,7 @@ export const HOSTILE_BEHAVIOURS = [
   'confetti', // 4 MiB of stream chunks on the wire, one byte per HTTP chunk (thousands per socket read), then cut
   'huge-error', // a 400 text/plain error body of 8 MiB
   'garbage', // 200 application/json that is not JSON, with invalid UTF-8
-  'mangled', // a whole stream with bytes that are not UTF-8, a character split between writes, control characters
+  'mangled', // a whole stream: a split byte order mark, bytes that are not UTF-8, a split character, control characters
   'cut', // the head of a stream, one chunk, then the connection destroyed
   'silent', // the head, then nothing (past the upstream timeout, 1 s in the suite)
   'no-answer', // never even a status line (past the upstream timeout, 1 s in the suite)
@@ -29,15 +29,23 @@ const CHUNK =
   'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},"finish_reason":null}]}\n\n';
 
 /**
- * A stream the gateway must relay whole: a character split between two writes (two reads at the
- * gateway), bytes that are not UTF-8 in content, control characters and U+2028; then [DONE].
+ * A stream the gateway must relay whole: a byte order mark split over the first two writes, a
+ * character split between two writes (two reads at the gateway), bytes that are not UTF-8 in
+ * content, control characters and U+2028; then [DONE].
  */
 async function mangled(res: ServerResponse): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   const euro = Buffer.from(CHUNK.replace('aaaa', '€\\u0000\\u001b\u2028'));
   const split = euro.indexOf(Buffer.from('€')) + 1;
   const notUtf8 = Buffer.from(CHUNK.replace('aaaa', 'a\xffb\xc3'), 'latin1');
-  for (const piece of [euro.subarray(0, split), euro.subarray(split), notUtf8, 'data: [DONE]\n\n']) {
+  const pieces = [
+    Buffer.from([0xef]), // a byte order mark split over the first two writes
+    Buffer.concat([Buffer.from([0xbb, 0xbf]), euro.subarray(0, split)]),
+    euro.subarray(split),
+    notUtf8,
+    'data: [DONE]\n\n',
+  ];
+  for (const piece of pieces) {
     if (res.destroyed) return;
     res.write(piece);
     await new Promise((resolve) => setTimeout(resolve, 5));

@@ -4,9 +4,10 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * The content a client must receive from the `mangled-stream` model: each character whole however
- * the engine split it, every byte that is not UTF-8 as U+FFFD, control characters kept.
+ * the engine split it, every byte that is not UTF-8 as U+FFFD, control characters and a U+FEFF in
+ * content kept (the byte order mark the body opens with is not content).
  */
-export const MANGLED_STREAM_TEXT = '€😀a\uFFFDb\uFFFD\u0000\u001b\u2028';
+export const MANGLED_STREAM_TEXT = '>€😀a\uFFFDb\uFFFD\uFEFF\u0000\u001b\u2028';
 
 /** What the fake engine received. */
 export interface FakeRequest {
@@ -169,19 +170,21 @@ export class FakeEngine {
         return;
       }
       case 'mangled-stream': {
-        // Characters split between socket writes (each write its own read at the gateway), bytes that
-        // are not UTF-8, control characters and U+2028 in content; then a proper end.
+        // A byte order mark split over the first two writes, characters split between socket writes
+        // (each write its own read at the gateway), bytes that are not UTF-8, control characters,
+        // U+FEFF and U+2028 in content; then a proper end.
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const event = (content: string) => Buffer.from(chunk({ content }));
         const euro = event('€');
         const emoji = event('😀');
-        const separator = event('\u0000\u001b\u2028');
+        const separator = event('\uFEFF\u0000\u001b\u2028');
         // "a", 0xff (never UTF-8), "b", 0xc3 (a lead byte whose next byte is the closing quote).
         const [head, tail] = chunk({ content: '\u0001' }).split('\\u0001') as [string, string];
         const notUtf8 = Buffer.concat([Buffer.from(head), Buffer.from([0x61, 0xff, 0x62, 0xc3]), Buffer.from(tail)]);
         const at = (bytes: Buffer, char: string, offset: number) => bytes.indexOf(Buffer.from(char)) + offset;
         const writes = [
-          chunk({ role: 'assistant', content: '' }),
+          Buffer.from([0xef]),
+          Buffer.concat([Buffer.from([0xbb, 0xbf]), Buffer.from(chunk({ role: 'assistant', content: '>' }))]),
           euro.subarray(0, at(euro, '€', 1)),
           euro.subarray(at(euro, '€', 1)),
           emoji.subarray(0, at(emoji, '😀', 1)),
