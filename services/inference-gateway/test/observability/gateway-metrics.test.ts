@@ -56,6 +56,7 @@ let baseUrl: string;
 let wiring: AccountsWiring;
 let engines: EngineRegistry;
 let catalog: CatalogStore;
+let accessLog: AccessLog;
 
 beforeAll(async () => {
   const config = loadGatewayConfig({ env: { REDIS_PREFIX: prefix, ADMISSION_SLICES: 'false' }, argv: [] });
@@ -67,7 +68,7 @@ beforeAll(async () => {
   wiring = await wireAccounts(config, redis, logger);
   const { authenticator, admission, admissionStats } = wiring;
   // The production writer, with its gathered lines going to the same sink instead of stdout.
-  const accessLog = new AccessLog({ service: 'metrics-test', write: (chunk) => logSink.write(chunk) });
+  accessLog = new AccessLog({ service: 'metrics-test', write: (chunk) => logSink.write(chunk) });
   const telemetry = buildGatewayTelemetry({ config, logger, catalog, engines, admissionStats, accessLog });
   const app = buildApp({ config, logger, catalog, engines, redis, authenticator, admission, telemetry });
   server = await listen(app, 0, '127.0.0.1');
@@ -202,6 +203,7 @@ describe('gateway /metrics', () => {
       expect(labelNames.has(forbidden)).toBe(false);
 
     // One access log line per chat request: 6 + 3 + 3 + 3 + 3 + 1 + 3 + 1 = 23, none with a key in it.
+    accessLog.flush();
     const lines = records.filter((record) => record.message === 'request' && record.path === '/v1/chat/completions');
     expect(lines).toHaveLength(23);
     const jsonLine = lines.at(-1)!;
