@@ -7,10 +7,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+// The workspace root has no dependency on the packages: the helper is taken from its source.
+import { freePort } from '../packages/service-kit/src/testing/free-port';
 
 const SCRIPT = join(__dirname, 'start-platform.mjs');
 const PREFIX = `test-${randomUUID()}:`;
@@ -21,17 +23,6 @@ interface Platform {
   child: ChildProcess;
   output: () => string;
   exited: Promise<number | null>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server: Server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 function startPlatform(env: Record<string, string>): Platform {

@@ -4,8 +4,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createServer, type Server } from 'node:http';
-import { createServer as createTcpServer } from 'node:net';
 import { Redis } from 'ioredis';
+import { freePort } from '@tollway/service-kit/testing';
 import { gatewayDeployedFlags, GATEWAY_ENTRY, REPO_ROOT, SESSIONS_ENTRY, SHIPPED_CATALOG } from './built-services';
 import { hostileCatalogEntries, hostileModelId, startHostileEngine } from './hostile-engine';
 import type { SendContext, ServiceName } from './fuzz-case';
@@ -24,18 +24,6 @@ export function rssOf(pid: number | undefined): number {
   } catch {
     return 0;
   }
-}
-
-/** A free TCP port on 127.0.0.1 (the kernel's pick). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createTcpServer();
-    server.once('error', reject);
-    server.listen(0, HOST, () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
 }
 
 /** One spawned service process: its port, its last log lines, its exits. */
@@ -179,7 +167,7 @@ export class Platform {
     await new Promise<void>((resolve) => this.sink.listen(0, HOST, resolve));
     const sinkAddress = this.sink.address();
     const sinkPort = typeof sinkAddress === 'object' && sinkAddress ? sinkAddress.port : 0;
-    const [gatewayPort, sessionsPort] = [await freePort(), await freePort()];
+    const gatewayPort = await freePort();
     const common = {
       ...this.options.baseEnv,
       REDIS_URL: redisUrl,
@@ -221,6 +209,7 @@ export class Platform {
     const org = await this.createOrg('adversarial');
     const victim = await this.createOrg('adversarial victim');
 
+    const sessionsPort = await freePort();
     this.sessions = new ServiceProcess(
       'sessions',
       SESSIONS_ENTRY,

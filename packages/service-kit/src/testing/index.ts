@@ -1,2 +1,3 @@
+export * from './free-port';
 export * from './raw-http';
 export * from './redis-server';

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { freePort } from './free-port';
 
 /** A private redis-server for outage tests: it can hang, die and come back on the same port. */
 export interface PrivateRedis {
@@ -17,18 +18,6 @@ export interface PrivateRedis {
   restart(): Promise<void>;
   /** Kills it and removes its data. */
   stop(): Promise<void>;
-}
-
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 async function answers(port: number): Promise<boolean> {

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import path from 'node:path';
 import request from 'supertest';
 import { WebhookPayload } from '@tollway/contracts';
+import { freePort } from '@tollway/service-kit/testing';
 import type { RunningWorker } from '../../src/worker/start-worker';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
 import { sendJson, startTestServer, startTestWorker, waitFor, type TestServer } from './worker-harness';
@@ -15,17 +15,6 @@ let gatewayUrl: string;
 let api: ApiReplica;
 let worker: RunningWorker;
 let receiver: TestServer;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 beforeAll(async () => {
   const port = await freePort();
