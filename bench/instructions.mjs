@@ -35,6 +35,7 @@ import {
   writeBenchCatalog,
 } from './lib/chat-rig.mjs';
 import { benchArgs } from './lib/args.mjs';
+import { freePort } from '../packages/service-kit/dist/testing/free-port.js';
 
 const args = benchArgs(
   'node bench/instructions.mjs [--requests 1000] [--warmup 1500] [--connections 4] [--tpot-ms 0] [--json] [--static] [--per-event]',
@@ -91,14 +92,6 @@ function instructionsOf(name) {
   if (!match) throw new Error(`no instruction total in ${dumps[0].file}`);
   return Number(match[1]);
 }
-
-const freePort = () =>
-  new Promise((resolve) => {
-    const server = http.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
 
 try {
   const enginePort = await freePort();

@@ -3,16 +3,16 @@
 // process and one worker process (concurrency 4) running the echo agent, which answers at once.
 // Each client owns a session and loops send (POST /messages, 202) + completion (long-poll
 // GET ?wait=true until idle); turns/s counts completed round trips, with their latency p50/p99.
-// Usage: node bench/sessions-turns.mjs [--dist] [--seconds 10] [--clients 32]
-//   --dist  runs the compiled service (after `pnpm build`) instead of the TypeScript sources.
+// Usage: pnpm build && node bench/sessions-turns.mjs [--dist] [--seconds 10] [--clients 32]
+//   (the build for service-kit's port picker)  --dist  runs the compiled service instead of the TypeScript sources.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import net from 'node:net';
 import { join } from 'node:path';
 import { nodeArgs, quantile, startService, stopProcess } from './lib/processes.mjs';
 import { benchArgs } from './lib/args.mjs';
+import { freePort } from '../packages/service-kit/dist/testing/free-port.js';
 
 const {
   dist: useDist,
@@ -28,17 +28,6 @@ const entry = (ts, js) => join(serviceDir, useDist ? js : ts);
 const prefix = `bench-${randomUUID()}:`;
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: clients * 2 });
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function call(port, method, path, body) {
   return new Promise((resolve, reject) => {
