@@ -16,9 +16,10 @@ export function haveWrk() {
 /**
  * Runs `wrk` with one thread and `connections` keep-alive connections for `seconds`, POSTing
  * `body` with bearer `key`. Resolves `{ rps, total, non2xx, errors, p50, p75, p90, p99 }`
- * (latencies in ms, from wrk's --latency histogram).
+ * (latencies in ms, from wrk's --latency histogram). With `numbered` set, the body's first
+ * occurrence of that text is replaced, request after request, by 1, 2, 3…: every body differs.
  */
-export async function wrkPost(url, body, key, { connections, seconds }) {
+export async function wrkPost(url, body, key, { connections, seconds, numbered }) {
   const dir = mkdtempSync(join(tmpdir(), 'tollway-wrk-'));
   try {
     const script = join(dir, 'post.lua');
@@ -29,6 +30,7 @@ export async function wrkPost(url, body, key, { connections, seconds }) {
         'wrk.headers["content-type"] = "application/json"',
         `wrk.headers["authorization"] = ${luaString(`Bearer ${key}`)}`,
         `wrk.body = ${luaString(body)}`,
+        ...(numbered === undefined ? [] : numberedRequests(body, numbered)),
         '',
       ].join('\n'),
     );
@@ -72,6 +74,19 @@ export function parseWrk(output) {
     p90: percentile(90),
     p99: percentile(99),
   };
+}
+
+/** Lua lines of a `request` function sending `body` with `marker` replaced by a running number. */
+function numberedRequests(body, marker) {
+  const at = body.indexOf(marker);
+  if (at === -1) throw new Error(`the body has no ${marker} to number`);
+  return [
+    `local head, tail, n = ${luaString(body.slice(0, at))}, ${luaString(body.slice(at + marker.length))}, 0`,
+    'request = function()',
+    '  n = n + 1',
+    '  return wrk.format(nil, nil, nil, head .. n .. tail)',
+    'end',
+  ];
 }
 
 function luaString(text) {

@@ -17,6 +17,7 @@ import { openApiRouter } from './routes/openapi.route';
 import { accessLog } from './observability/access-log.middleware';
 import type { GatewayTelemetry } from './observability/chat-observation';
 import { buildGatewayTelemetry } from './observability/gateway-telemetry';
+import { PromptTokenCounter } from './tokenizer/count-tokens';
 import { writeMetrics } from '@tollway/telemetry';
 
 /** Everything the gateway app is built from; `main.ts` wires the real ones, tests their own. */
@@ -51,6 +52,7 @@ export function buildApp(deps: GatewayDeps): Express {
     admission: deps.admission,
     logger: deps.logger,
     defaultOutputReservationTokens: deps.config.defaultOutputReservationTokens,
+    promptTokens: new PromptTokenCounter(deps.config.promptTokenCacheEntries),
     telemetry,
   };
   const bodyLimits = { maxBytes: deps.config.maxBodyBytes, maxDepth: deps.config.maxJsonDepth };

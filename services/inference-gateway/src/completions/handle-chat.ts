@@ -7,7 +7,7 @@ import type { EngineRegistry } from '../engines';
 import { ClientAbort } from '../engines/engine.types';
 import { modelNotFound } from '../errors';
 import type { ChatObservation, GatewayTelemetry } from '../observability/chat-observation';
-import { countPromptTokensFairly } from '../tokenizer/count-tokens';
+import type { PromptTokenCounter } from '../tokenizer/count-tokens';
 import { checkContextLength, validateChatRequest } from '../validation/chat-request';
 import { serveCompletion } from './serve-completion';
 
@@ -19,6 +19,8 @@ export interface ChatDeps {
   logger: Logger;
   /** Output tokens reserved when a request sets neither max_tokens nor max_completion_tokens. */
   defaultOutputReservationTokens: number;
+  /** Counts prompts, remembering the texts that come back turn after turn. */
+  promptTokens: PromptTokenCounter;
   /** Metrics, tracing and access log; absent or all null = not observed. */
   telemetry?: GatewayTelemetry;
 }
@@ -43,7 +45,7 @@ export async function handleChat(
   res.on('close', () => {
     if (!res.writableFinished) abort.abort();
   });
-  const inputTokens = await countPromptTokensFairly(request.messages);
+  const inputTokens = await deps.promptTokens.count(request.messages);
   checkContextLength(request, model, inputTokens);
   const reservation = outputReservation(request, deps.defaultOutputReservationTokens);
   const reservedOutputTokens = reservation.tokens;

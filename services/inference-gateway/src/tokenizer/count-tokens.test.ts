@@ -1,4 +1,4 @@
-import { countPromptTokens, countPromptTokensFairly, countTextTokens } from './count-tokens';
+import { countPromptTokens, countPromptTokensFairly, countTextTokens, PromptTokenCounter } from './count-tokens';
 
 describe('token counting', () => {
   it('counts text with cl100k_base', () => {
@@ -51,5 +51,95 @@ describe('token counting', () => {
 
   it('counts runs exactly when they repeat', () => {
     expect(countTextTokens('w'.repeat(4096))).toBe(2048);
+  });
+});
+
+describe('PromptTokenCounter', () => {
+  const system = 'You are the support assistant of a small shop. Answer briefly and politely. '.repeat(20);
+  const turn = (n: number) => [
+    { role: 'system', content: system },
+    ...Array.from({ length: n }, (_, i) => ({
+      role: i % 2 ? 'assistant' : 'user',
+      content: `message ${i} of the talk`,
+    })),
+  ];
+
+  it('gives countPromptTokens’ totals, from memory for the texts it saw', async () => {
+    const counter = new PromptTokenCounter(100);
+    for (const n of [1, 2, 3, 4]) expect(await counter.count(turn(n))).toBe(countPromptTokens(turn(n)));
+    // 1 + 2 + 3 + 4 messages and the system prompt four times: the system prompt and each earlier message come back.
+    expect(counter.stats()).toEqual({ lookups: 14, hits: 9, entries: 5 });
+    expect(await counter.count([{ role: 'user', content: system, name: 'bob' }])).toBe(
+      countPromptTokens([{ role: 'user', content: system, name: 'bob' }]),
+    );
+  });
+
+  it('keys by the whole text: texts that differ anywhere are counted apart', async () => {
+    const counter = new PromptTokenCounter(100);
+    const a = `${system}alpha`;
+    const b = `${system}alpha beta gamma delta`;
+    expect(await counter.count([{ role: 'user', content: a }])).toBe(countPromptTokens([{ role: 'user', content: a }]));
+    expect(await counter.count([{ role: 'user', content: b }])).toBe(countPromptTokens([{ role: 'user', content: b }]));
+    expect(counter.stats().hits).toBe(0);
+  });
+
+  it('answers exactly for texts whose UTF-8 is the same (a lone surrogate is hashed as U+FFFD)', async () => {
+    // The key hashes the text's UTF-8, where a lone surrogate becomes U+FFFD: such texts share an
+    // entry, which is right only while the tokenizer counts them alike (it too reads UTF-8).
+    const pairs = [
+      ['a\uD800b', 'a\uFFFDb'],
+      ['\uDC00\uDC00 x', '\uFFFD\uFFFD x'],
+      ['\uD800'.repeat(300), '\uFFFD'.repeat(300)],
+    ];
+    for (const pair of pairs) {
+      for (const order of [pair, [...pair].reverse()]) {
+        const counter = new PromptTokenCounter(100);
+        for (const text of order) {
+          const messages = [{ role: 'user', content: text }];
+          expect(await counter.count(messages)).toBe(countPromptTokens(messages));
+        }
+        expect(counter.stats().hits).toBe(1);
+      }
+    }
+  });
+
+  it('holds at most its entries, dropping the least recently used', async () => {
+    const counter = new PromptTokenCounter(2);
+    const say = (text: string) => counter.count([{ role: 'user', content: text }]);
+    await say('one');
+    await say('two');
+    await say('one'); // now `two` is the least recently used
+    await say('three');
+    expect(counter.stats()).toEqual({ lookups: 4, hits: 1, entries: 2 });
+    await say('one');
+    expect(counter.stats().hits).toBe(2);
+    await say('two');
+    expect(counter.stats().hits).toBe(2);
+  });
+
+  it('with 0 entries counts every time and remembers nothing', async () => {
+    const counter = new PromptTokenCounter(0);
+    expect(await counter.count(turn(3))).toBe(countPromptTokens(turn(3)));
+    expect(await counter.count(turn(3))).toBe(countPromptTokens(turn(3)));
+    expect(counter.stats()).toEqual({ lookups: 0, hits: 0, entries: 0 });
+  });
+
+  it.each([
+    ['one long text', [{ role: 'system', content: 'lorem ipsum dolor sit amet, '.repeat(8000) }]],
+    [
+      'many texts under a slice each',
+      Array.from({ length: 40 }, (_, i) => ({
+        role: 'user',
+        content: `${i} lorem ipsum dolor sit amet, `.repeat(300),
+      })),
+    ],
+  ])('counts %s not seen before in slices, letting other work run meanwhile', async (_name, messages) => {
+    const counter = new PromptTokenCounter(100);
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 0);
+    const counted = await counter.count(messages);
+    clearInterval(ticker);
+    expect(counted).toBe(countPromptTokens(messages));
+    expect(ticks).toBeGreaterThan(0);
   });
 });

@@ -1,5 +1,7 @@
+import { hash } from 'node:crypto';
 import { setImmediate } from 'node:timers/promises';
 import { countTokens } from 'gpt-tokenizer/cjs/encoding/cl100k_base';
+import { LRUCache } from 'lru-cache';
 
 /**
  * cl100k_base rather than o200k_base: counts within a few percent of each other on English text,
@@ -73,13 +75,87 @@ export async function countPromptTokensFairly(messages: readonly CountableMessag
   for (const text of texts) length += text.length;
   if (length <= SLICE_CHARS) return countPromptTokens(messages);
   let total = framing;
-  for (const text of texts) {
-    for (let from = 0; from < text.length;) {
-      const to = sliceEnd(text, from);
-      total += countTextTokens(text.slice(from, to));
-      from = to;
-      await setImmediate();
+  for (const text of texts) total += await countTextFairly(text);
+  return total;
+}
+
+/** Texts longer than this are counted every time: hashing 1 Mi characters already takes about 0.7 ms in one go. */
+const MAX_CACHED_CHARS = 1024 * 1024;
+
+/**
+ * Counts prompts like countPromptTokensFairly, remembering the count of each text (a message's
+ * content, a name, tool calls) for the next prompts that hold it. Chat clients and agents send
+ * the whole conversation with every turn, so the system prompt and the history are counted again
+ * on each: BPE costs 40-150 ns a character here (a 16 KB prompt about 0.6 ms, more than the rest
+ * of the gateway's work on a request), a SHA-256 of the text under 1 ns a character and a lookup
+ * well under a µs. Texts are keyed by their SHA-256, never by themselves: the cache holds
+ * `maxEntries` keys of 44 characters whatever the texts' size, and no text (a tenant's or anyone's)
+ * can be made to share another's entry (the hash reads UTF-8, where a lone surrogate is U+FFFD, and so does the
+ * tokenizer: such texts count alike). Least recently used entries go first; `maxEntries` 0 counts
+ * every time.
+ */
+export class PromptTokenCounter {
+  private readonly counts: LRUCache<string, number> | null;
+  private lookups = 0;
+  private hits = 0;
+
+  constructor(maxEntries: number) {
+    this.counts = maxEntries > 0 ? new LRUCache<string, number>({ max: maxEntries }) : null;
+  }
+
+  /** The prompt's tokens (countPromptTokens' total); a long text not seen lately is counted in slices. */
+  async count(messages: readonly CountableMessage[]): Promise<number> {
+    const counts = this.counts;
+    if (counts === null) return countPromptTokensFairly(messages);
+    const { texts, framing } = promptTexts(messages);
+    let total = framing;
+    /** Characters counted since the last turn given to other requests. */
+    let counted = 0;
+    for (const text of texts) {
+      if (text.length === 0) continue;
+      if (text.length > MAX_CACHED_CHARS) {
+        total += await countTextFairly(text);
+        continue;
+      }
+      const key = hash('sha256', text, 'base64');
+      this.lookups++;
+      let count = counts.get(key);
+      if (count !== undefined) {
+        this.hits++;
+        total += count;
+        continue;
+      }
+      if (text.length > SLICE_CHARS) {
+        count = await countTextFairly(text);
+      } else {
+        // Many texts under a slice each still add up: a turn is given after every slice's worth.
+        if (counted + text.length > SLICE_CHARS) {
+          await setImmediate();
+          counted = 0;
+        }
+        count = countTextTokens(text);
+        counted += text.length;
+      }
+      counts.set(key, count);
+      total += count;
     }
+    return total;
+  }
+
+  /** Lookups and hits so far, and the entries held. */
+  stats(): { lookups: number; hits: number; entries: number } {
+    return { lookups: this.lookups, hits: this.hits, entries: this.counts?.size ?? 0 };
+  }
+}
+
+/** A text's tokens counted in slices of about 32 KiB, with a turn of the event loop after each. */
+async function countTextFairly(text: string): Promise<number> {
+  let total = 0;
+  for (let from = 0; from < text.length;) {
+    const to = sliceEnd(text, from);
+    total += countTextTokens(text.slice(from, to));
+    from = to;
+    await setImmediate();
   }
   return total;
 }
