@@ -37,6 +37,8 @@ export interface GatewayDeps {
   openApi?: InferenceOpenApiOptions;
   /** Metrics, tracer, access log (see observability/); default built from the config, tracing off. */
   telemetry?: GatewayTelemetry;
+  /** Counts prompts for admission; default one keeping PROMPT_TOKEN_CACHE_ENTRIES counts. Give the same to the telemetry. */
+  promptTokens?: PromptTokenCounter;
 }
 
 /**
@@ -45,14 +47,15 @@ export interface GatewayDeps {
  */
 export function buildApp(deps: GatewayDeps): Express {
   const app = express();
-  const telemetry = deps.telemetry ?? buildGatewayTelemetry(deps);
+  const promptTokens = deps.promptTokens ?? new PromptTokenCounter(deps.config.promptTokenCacheEntries);
+  const telemetry = deps.telemetry ?? buildGatewayTelemetry({ ...deps, promptTokenStats: () => promptTokens.stats() });
   const chatDeps = {
     catalog: deps.catalog,
     engines: deps.engines,
     admission: deps.admission,
     logger: deps.logger,
     defaultOutputReservationTokens: deps.config.defaultOutputReservationTokens,
-    promptTokens: new PromptTokenCounter(deps.config.promptTokenCacheEntries),
+    promptTokens,
     telemetry,
   };
   const bodyLimits = { maxBytes: deps.config.maxBodyBytes, maxDepth: deps.config.maxJsonDepth };

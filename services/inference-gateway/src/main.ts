@@ -13,6 +13,7 @@ import { CatalogStore, followCatalogChanges } from './catalog/catalog-store';
 import { loadGatewayConfig } from './config';
 import { engineContextOf, EngineRegistry } from './engines';
 import { buildGatewayTelemetry } from './observability/gateway-telemetry';
+import { PromptTokenCounter } from './tokenizer/count-tokens';
 
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
@@ -27,14 +28,16 @@ async function main(): Promise<void> {
   const redis = createRedis(config.redisUrl, { name: 'gateway', failFast: true });
   const accounts = await wireAccounts(config, redis, logger, { catalog, engines });
   const { authenticator, admission, adminRouter, consoleRouter, openApi, admissionStats } = accounts;
+  const promptTokens = new PromptTokenCounter(config.promptTokenCacheEntries);
   const telemetry = buildGatewayTelemetry({
     ...{ config, logger, catalog, engines, admissionStats },
+    promptTokenStats: () => promptTokens.stats(),
     tracer: tracing?.tracer,
   });
 
   const app = buildApp({
     ...{ config, logger, catalog, engines, authenticator, admission, redis, adminRouter, consoleRouter, openApi },
-    telemetry,
+    ...{ telemetry, promptTokens },
   });
   const metricsServer =
     telemetry.metrics && config.metricsPort !== undefined

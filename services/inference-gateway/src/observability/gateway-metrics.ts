@@ -12,6 +12,7 @@ import {
 } from '@tollway/telemetry';
 import type { AdmissionStats } from '../admission/admission.types';
 import type { EngineRegistry } from '../engines';
+import type { PromptTokenStats } from '../tokenizer/count-tokens';
 
 /** Admission outcomes counted by `tollway_admission_decisions_total`. */
 export type AdmissionOutcome =
@@ -61,6 +62,7 @@ export interface ModelMetrics {
 export interface GatewayMetricsSources {
   engines: EngineRegistry;
   admissionStats?: () => AdmissionStats;
+  promptTokenStats?: () => PromptTokenStats;
 }
 
 /**
@@ -143,6 +145,7 @@ export class GatewayMetrics {
     observeScriptCalls(scriptCallMetrics(registry));
     registerReplicaMetrics(registers, sources.engines);
     if (sources.admissionStats) registerAdmissionMetrics(registers, sources.admissionStats);
+    if (sources.promptTokenStats) registerPromptTokenMetrics(registers, sources.promptTokenStats);
   }
 
   /** Counts one admission decision. */
@@ -264,6 +267,30 @@ function registerAdmissionMetrics(registers: Registry[], stats: () => AdmissionS
     collect() {
       this.reset();
       for (const [model, count] of stats().leasesByModel) this.set({ model }, count);
+    },
+  });
+}
+
+/** The memory of prompt token counts (PROMPT_TOKEN_CACHE_ENTRIES), read from the counter at scrape time. */
+function registerPromptTokenMetrics(registers: Registry[], stats: () => PromptTokenStats): void {
+  new Counter({
+    name: 'tollway_prompt_token_cache_lookups_total',
+    help: 'Prompt texts looked up in the memory of token counts, by result: hit (counted before) or miss (counted now)',
+    labelNames: ['result'],
+    registers,
+    collect() {
+      const { lookups, hits } = stats();
+      this.reset();
+      this.inc({ result: 'hit' }, hits);
+      this.inc({ result: 'miss' }, lookups - hits);
+    },
+  });
+  new Gauge({
+    name: 'tollway_prompt_token_cache_entries',
+    help: 'Token counts of prompt texts held in memory (at most PROMPT_TOKEN_CACHE_ENTRIES)',
+    registers,
+    collect() {
+      this.set(stats().entries);
     },
   });
 }

@@ -5,6 +5,7 @@ import type { AdmissionStats } from '../admission/admission.types';
 import type { GatewayConfig } from '../config';
 import type { CatalogStore } from '../catalog/catalog-store';
 import type { EngineRegistry } from '../engines';
+import type { PromptTokenStats } from '../tokenizer/count-tokens';
 import type { GatewayTelemetry } from './chat-observation';
 import { GatewayMetrics } from './gateway-metrics';
 
@@ -15,6 +16,8 @@ export interface GatewayTelemetryDeps {
   catalog: CatalogStore;
   engines: EngineRegistry;
   admissionStats?: () => AdmissionStats;
+  /** The chat path's prompt token counter (buildApp passes its own). */
+  promptTokenStats?: () => PromptTokenStats;
   /** Where access log lines go when ACCESS_LOG is on; default an AccessLog on stdout. */
   accessLog?: AccessLogSink;
   /** The tracer when tracing is on (see startTracing); null or absent = off. */
@@ -27,6 +30,7 @@ export function buildGatewayTelemetry(deps: GatewayTelemetryDeps): GatewayTeleme
     ? new GatewayMetrics(createMetricsRegistry('inference-gateway'), {
         engines: deps.engines,
         admissionStats: deps.admissionStats,
+        promptTokenStats: deps.promptTokenStats,
       })
     : null;
   // Every catalog model's series exist from the start, at zero, so rate() and increase() see the

@@ -82,6 +82,16 @@ export async function countPromptTokensFairly(messages: readonly CountableMessag
 /** Texts longer than this are counted every time: hashing 1 Mi characters already takes about 0.7 ms in one go. */
 const MAX_CACHED_CHARS = 1024 * 1024;
 
+/** What a PromptTokenCounter did so far (read by the metrics at scrape time). */
+export interface PromptTokenStats {
+  /** Texts looked up (texts over MAX_CACHED_CHARS and empty ones are not). */
+  lookups: number;
+  /** Lookups that found the count. */
+  hits: number;
+  /** Counts held now. */
+  entries: number;
+}
+
 /**
  * Counts prompts like countPromptTokensFairly, remembering the count of each text (a message's
  * content, a name, tool calls) for the next prompts that hold it. Chat clients and agents send
@@ -143,7 +153,7 @@ export class PromptTokenCounter {
   }
 
   /** Lookups and hits so far, and the entries held. */
-  stats(): { lookups: number; hits: number; entries: number } {
+  stats(): PromptTokenStats {
     return { lookups: this.lookups, hits: this.hits, entries: this.counts?.size ?? 0 };
   }
 }

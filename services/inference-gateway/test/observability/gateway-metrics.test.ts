@@ -13,6 +13,7 @@ import { CatalogStore } from '../../src/catalog/catalog-store';
 import { loadGatewayConfig } from '../../src/config';
 import { EngineRegistry } from '../../src/engines';
 import { buildGatewayTelemetry } from '../../src/observability/gateway-telemetry';
+import { PromptTokenCounter } from '../../src/tokenizer/count-tokens';
 import { catalogModels, ssePayloads } from '../helpers/gateway-harness';
 
 /**
@@ -69,8 +70,12 @@ beforeAll(async () => {
   const { authenticator, admission, admissionStats } = wiring;
   // The production writer, with its gathered lines going to the same sink instead of stdout.
   accessLog = new AccessLog({ service: 'metrics-test', write: (chunk) => logSink.write(chunk) });
-  const telemetry = buildGatewayTelemetry({ config, logger, catalog, engines, admissionStats, accessLog });
-  const app = buildApp({ config, logger, catalog, engines, redis, authenticator, admission, telemetry });
+  const promptTokens = new PromptTokenCounter(config.promptTokenCacheEntries);
+  const telemetry = buildGatewayTelemetry({
+    ...{ config, logger, catalog, engines, admissionStats, accessLog },
+    promptTokenStats: () => promptTokens.stats(),
+  });
+  const app = buildApp({ config, logger, catalog, engines, redis, authenticator, admission, telemetry, promptTokens });
   server = await listen(app, 0, '127.0.0.1');
   baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
@@ -214,6 +219,40 @@ describe('gateway /metrics', () => {
     const text = JSON.stringify(records);
     for (const key of [good, requestsKey, brokeKey]) expect(text).not.toContain(key);
     expect(text).not.toContain('hello there');
+  });
+
+  it('counts the prompt texts found in, and added to, the memory of token counts', async () => {
+    const key = await keyFor();
+    const system = `You answer questions about ${randomUUID()}.`;
+    const lookups = (s: Scrape, result: string) => sampleSum(s, 'tollway_prompt_token_cache_lookups_total', { result });
+    const before = await scrape(`${baseUrl}/metrics`);
+    expect(before.types.get('tollway_prompt_token_cache_lookups_total')).toBe('counter');
+    // A conversation sent whole each turn: 2, 4 and 6 texts, of which 0, 2 and 4 were sent before.
+    const turns = [
+      [
+        { role: 'system', content: system },
+        { role: 'user', content: 'first question' },
+      ],
+      [
+        { role: 'assistant', content: 'first answer' },
+        { role: 'user', content: 'second question' },
+      ],
+      [
+        { role: 'assistant', content: 'second answer' },
+        { role: 'user', content: 'third question' },
+      ],
+    ];
+    const messages: Array<{ role: string; content: string }> = [];
+    for (const turn of turns) {
+      messages.push(...turn);
+      expect(await statuses([chat(key, { messages })])).toEqual([200]);
+    }
+    const after = await scrape(`${baseUrl}/metrics`);
+    expect(lookups(after, 'hit') - lookups(before, 'hit')).toBe(6);
+    expect(lookups(after, 'miss') - lookups(before, 'miss')).toBe(6);
+    expect(
+      sampleSum(after, 'tollway_prompt_token_cache_entries') - sampleSum(before, 'tollway_prompt_token_cache_entries'),
+    ).toBe(6);
   });
 
   it('serves nothing and records nothing with METRICS_ENABLED=false', async () => {
