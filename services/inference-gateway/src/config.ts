@@ -48,8 +48,8 @@ export const GatewayConfigSchema = z.object({
   upstreamConnections: z.coerce.number().int().min(1).default(128),
   /** Output tokens reserved when a request sets neither max_tokens nor max_completion_tokens; default 1024. */
   defaultOutputReservationTokens: z.coerce.number().int().min(1).default(1024),
-  /** Prompt texts whose token count is remembered (by SHA-256, least recently used first); default 4096, 0 = count every time. */
-  promptTokenCacheEntries: z.coerce.number().int().min(0).max(1_000_000).default(4096),
+  /** Prompt texts whose token count is remembered (by SHA-256, least recently used first); default 4096 (about 0.6 MB full), at most 100 000 (about 14 MB); 0 = count every time. */
+  promptTokenCacheEntries: z.coerce.number().int().min(0).max(100_000).default(4096),
   /** API keys accepted by the config-key authenticator (comma-separated `API_KEYS`); default none. */
   apiKeys: apiKeyList.default([]),
   /** Bearer token of the admin API (`/admin/v1`); unset = the admin API is not mounted. */
