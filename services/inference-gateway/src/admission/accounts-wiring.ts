@@ -48,8 +48,12 @@ export async function wireAccounts(
   const prefix = config.redisPrefix;
   const keys = createKeyAuthenticator({ redis, prefix, cacheTtlMs: config.authCacheTtlMs });
   const subscriber = config.admissionSlices ? redis.duplicate({ connectionName: 'gateway:org-changes' }) : undefined;
+  // Admission's own connection, without the reply timeout of the fail-fast client: the admit
+  // batcher times requests out itself, and gives back what a script that ran after all took
+  // (see admit-batcher.ts); ioredis's timeout would drop that answer.
+  const admissionRedis = redis.duplicate({ connectionName: 'gateway:admission' });
   const metered = new RedisAdmission({
-    redis,
+    redis: admissionRedis,
     prefix,
     leaseMs: config.capacityLeaseMs,
     capacityRetryAfterMs: config.capacityRetryAfterMs,
@@ -120,6 +124,7 @@ export async function wireAccounts(
       await metered.close();
       await keys.close();
       subscriber?.disconnect();
+      admissionRedis.disconnect(); // after the drain above: nothing of ours is left on it
     },
   };
 }

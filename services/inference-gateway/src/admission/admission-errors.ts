@@ -55,7 +55,7 @@ export function providerOverloaded(modelId: string, retryMs: number): ServiceErr
   });
 }
 
-/** 503: admission control could not reach Redis; nothing was charged. */
+/** 503: admission control could not reach Redis, or Redis did not answer in time; nothing is charged (a late answer is given back: admit-batcher.ts). */
 export function admissionUnavailable(cause: unknown): ServiceError {
   return new ServiceError({
     status: 503,

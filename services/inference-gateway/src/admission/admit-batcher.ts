@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import { luaScript, runScripts, type ScriptCall } from '@tollway/accounts';
+import { luaScript, runScripts, type ScriptCall, type ScriptOutcome } from '@tollway/accounts';
+import { REDIS_COMMAND_TIMEOUT_MS } from '@tollway/service-kit';
 import { ADMIT_LUA } from './scripts/admit.lua';
 
 const admitScript = luaScript(ADMIT_LUA, 'admit');
@@ -25,10 +26,25 @@ export interface LeadingCall extends ScriptCall {
   finish(err: unknown): void;
 }
 
+/** What came of an admission whose request stopped waiting: the script's reply, or the error. */
+export type LateAnswer = { reply: AdmitReply; error?: undefined } | { reply?: undefined; error: unknown };
+
+/** Rejects an admission that waited `timeoutMs` for Redis; its call may still run there (see AdmitBatcher). */
+export class AdmitTimeoutError extends Error {
+  constructor(timeoutMs: number) {
+    super(`Redis did not answer the admission within ${timeoutMs} ms.`);
+    this.name = 'AdmitTimeoutError';
+  }
+}
+
 interface Pending {
   call: AdmitCall;
   resolve: (reply: AdmitReply) => void;
   reject: (err: unknown) => void;
+  /** Told what came of the call once it comes, if the request stopped waiting before. */
+  late: ((answer: LateAnswer) => void) | undefined;
+  /** Rejected with AdmitTimeoutError: what comes now goes to `late`. */
+  abandoned: boolean;
 }
 
 /**
@@ -39,6 +55,14 @@ interface Pending {
  * per-command cost once. The settlements queued meanwhile go first in the same write, so they cost
  * no round trip of their own. Batches are not held back for one another: several may be on their
  * way at once, and Redis runs them in the order they were written.
+ *
+ * A request waits `timeoutMs` for its answer, then is refused with AdmitTimeoutError. The script
+ * may have run all the same (a slow Redis, a slow link): its answer, when it comes, goes to the
+ * `late` callback given with the request, so the caller can give back what it took. Only a reply
+ * still unread once the event loop has read its sockets counts as late: a timer can fire before a
+ * reply that sits read-ready behind a stalled event loop (a long GC, a starved CPU), and that reply
+ * is taken as it is. So the connection must not time commands out itself (ioredis's
+ * `commandTimeout`): it would drop the very answers this gives back from.
  */
 export class AdmitBatcher {
   private queue: Pending[] = [];
@@ -54,12 +78,16 @@ export class AdmitBatcher {
     private readonly leading: (alone: boolean) => LeadingCall[] = () => [],
     private readonly policy: SlicePolicy = { fraction: 0, minimum: 1, ttlMs: 1 },
     private readonly maxBatch = 200,
+    private readonly timeoutMs = REDIS_COMMAND_TIMEOUT_MS,
   ) {}
 
-  /** The script's reply for `call` (an array, see admit.lua.ts); rejects when Redis fails. */
-  admit(call: AdmitCall): Promise<AdmitReply> {
+  /**
+   * The script's reply for `call` (an array, see admit.lua.ts); rejects when Redis fails, or with
+   * AdmitTimeoutError after `timeoutMs`, after which what comes of the call goes to `late`.
+   */
+  admit(call: AdmitCall, late?: (answer: LateAnswer) => void): Promise<AdmitReply> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ call, resolve, reject });
+      this.queue.push({ call, resolve, reject, late, abandoned: false });
       this.kick();
     });
   }
@@ -83,7 +111,7 @@ export class AdmitBatcher {
     if (leading.length === 0 && batches.length === 0) return;
     // Runs outside any request: whatever fails refuses the waiting admissions instead of ending the process.
     this.send(leading, batches).catch((err: unknown) => {
-      for (const batch of batches) for (const pending of batch) pending.reject(err);
+      for (const batch of batches) for (const pending of batch) answer(pending, err, null);
     });
   }
 
@@ -100,7 +128,29 @@ export class AdmitBatcher {
       }
       calls.push({ script: admitScript, keys, args });
     }
-    const outcomes = await runScripts(this.redis, calls);
+    let answered = false;
+    const timer =
+      batches.length === 0
+        ? null
+        : setTimeout(() => {
+            // After this turn's poll phase: a reply already read-ready is read first (see the class).
+            setImmediate(() => {
+              if (answered) return;
+              const err = new AdmitTimeoutError(this.timeoutMs);
+              for (const batch of batches)
+                for (const pending of batch) {
+                  pending.abandoned = true;
+                  pending.reject(err);
+                }
+            });
+          }, this.timeoutMs);
+    let outcomes: ScriptOutcome[];
+    try {
+      outcomes = await runScripts(this.redis, calls);
+    } finally {
+      answered = true;
+      if (timer) clearTimeout(timer);
+    }
 
     let at = 0;
     for (const call of leading) {
@@ -111,10 +161,21 @@ export class AdmitBatcher {
       const [err, replies] = outcomes[at++] ?? [new Error('no reply'), null];
       batch.forEach((pending, i) => {
         const reply = Array.isArray(replies) ? (replies as unknown[])[i] : undefined;
-        if (err) pending.reject(err);
-        else if (Array.isArray(reply)) pending.resolve(reply as AdmitReply);
-        else pending.reject(new Error(`admit script gave no reply for request ${i + 1} of ${batch.length}`));
+        if (err) answer(pending, err, null);
+        else if (Array.isArray(reply)) answer(pending, null, reply as AdmitReply);
+        else answer(pending, new Error(`admit script gave no reply for request ${i + 1} of ${batch.length}`), null);
       });
     }
   }
+}
+
+/** Settles a request's admission, or tells its `late` callback when the request stopped waiting. */
+function answer(pending: Pending, err: unknown, reply: AdmitReply | null): void {
+  if (!pending.abandoned) {
+    if (reply) pending.resolve(reply);
+    else pending.reject(err);
+    return;
+  }
+  pending.abandoned = false; // told once
+  pending.late?.(reply ? { reply } : { error: err });
 }

@@ -7,9 +7,16 @@ import type { Admission, AdmissionRequest, AdmissionStats, AdmissionTicket, Sett
 import { admissionUnavailable, insufficientQuota, providerOverloaded, rateLimitExceeded } from './admission-errors';
 import { invalidApiKey } from '../errors';
 import { LeaseRenewer } from './lease-renewer';
-import { AdmitBatcher, type LeadingCall } from './admit-batcher';
+import { AdmitBatcher, AdmitTimeoutError, type LateAnswer, type LeadingCall } from './admit-batcher';
 import { SettlementBatcher } from './settlement-batcher';
-import { LocalQuota, NO_PLAN, type LocalGrant, type LocalQuotaOptions, type SliceGrant } from './local-quota';
+import {
+  LocalQuota,
+  NO_PLAN,
+  type LocalGrant,
+  type LocalQuotaOptions,
+  type QuotaPlan,
+  type SliceGrant,
+} from './local-quota';
 import { RETURN_LUA } from './scripts/return.lua';
 
 const returnScript = luaScript(RETURN_LUA, 'return');
@@ -41,6 +48,12 @@ export interface RedisAdmissionOptions {
    */
   localQuota?: LocalQuotaOptions | null;
   subscriber?: Redis;
+  /**
+   * How long a request waits for Redis to answer its admission before a 503 (see AdmitBatcher:
+   * what the script took all the same is given back when its answer comes). Default
+   * REDIS_COMMAND_TIMEOUT_MS (700).
+   */
+  admitTimeoutMs?: number;
 }
 
 /** The Redis key of a model's capacity leases (a zset of lease id → expiry ms). */
@@ -99,6 +112,8 @@ export class RedisAdmission implements Admission {
       this.now,
       (alone) => this.leadingCalls(alone),
       local ? { fraction: local.fraction, minimum: local.minimum, ttlMs: local.ttlMs } : undefined,
+      undefined,
+      options.admitTimeoutMs,
     );
 
     // Organization changes (budgets, credit, deletion) reach every replica through pub/sub: its
@@ -271,7 +286,7 @@ export class RedisAdmission implements Admission {
     const plan = this.local?.plan(request) ?? NO_PLAN;
     let reply: Array<number | string>;
     try {
-      reply = await this.admissions.admit({
+      const call = {
         keys: [this.keys.org(orgId), this.keys.buckets(orgId), leaseKey, this.keys.slices(orgId)],
         args: [
           request.inputTokens,
@@ -286,11 +301,52 @@ export class RedisAdmission implements Admission {
           plan.blockId,
           plan.blockSize,
         ],
-      });
+      } as const;
+      reply = await this.admissions.admit(call, (late) => this.lateAnswer(request, plan, leaseKey, leaseId, late));
     } catch (err) {
-      if (plan !== NO_PLAN) this.local?.planAnswered(request, plan, false, null, null);
+      // Past the timeout the script may still run: its plan is answered when its reply comes (lateAnswer).
+      if (plan !== NO_PLAN && !(err instanceof AdmitTimeoutError))
+        this.local?.planAnswered(request, plan, false, null, null);
       throw admissionUnavailable(err);
     }
+    return this.answered(request, plan, leaseKey, leaseId, reply);
+  }
+
+  /**
+   * What the admit script answered for a request that was refused 503 before the answer came: a
+   * slice or block it granted is installed (used and given back like any), and an admission is
+   * released at once (the request, the tokens and the lease go back), so a 503 costs nothing.
+   */
+  private lateAnswer(
+    request: AdmissionRequest,
+    plan: QuotaPlan,
+    leaseKey: string,
+    leaseId: string,
+    late: LateAnswer,
+  ): void {
+    if (!late.reply) {
+      if (plan !== NO_PLAN) this.local?.planAnswered(request, plan, false, null, null);
+      return;
+    }
+    const answer = this.answered(request, plan, leaseKey, leaseId, late.reply);
+    if (!answer.ticket) return;
+    this.logger?.warn('admission answered after its request was refused 503; released', {
+      org_id: request.principal.orgId,
+      model: request.modelId,
+    });
+    answer.ticket.release().catch((err: unknown) => {
+      this.logger?.error('releasing a late admission failed', { err: String(err) });
+    });
+  }
+
+  /** The admit script's reply to one request: its plan answered, then a ticket or the refusal's reply. */
+  private answered(
+    request: AdmissionRequest,
+    plan: QuotaPlan,
+    leaseKey: string,
+    leaseId: string,
+    reply: Array<number | string>,
+  ): { ticket: AdmissionTicket; reply?: undefined } | { ticket?: undefined; reply: Array<number | string> } {
     const admitted = reply[0] === 0;
     if (plan !== NO_PLAN && this.local) {
       const block = this.local.planAnswered(

@@ -8,6 +8,7 @@ import type { LocalQuotaOptions } from '../../src/admission/local-quota';
 import { wireAccounts } from '../../src/admission/accounts-wiring';
 import { loadGatewayConfig } from '../../src/config';
 import { createLogger } from '@tollway/service-kit';
+import { waitFor } from '../helpers/wait-for';
 
 /**
  * Local admission (local-quota.ts): replicas admit from quota slices and capacity blocks leased
@@ -65,14 +66,6 @@ const admitted = (outcomes: Outcome[]) =>
 
 async function burst(admission: RedisAdmission, n: number, make: () => AdmissionRequest): Promise<Outcome[]> {
   return Promise.allSettled(Array.from({ length: n }, () => admission.admit(make())));
-}
-
-async function waitFor(check: () => Promise<boolean>, ms = 2000): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 describe('local admission from quota slices', () => {

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { Agent, request } from 'undici';
 import { createAccountStore, deleteKeysWithPrefix } from '@tollway/accounts';
 import { modelLeaseKey } from '../../src/admission/redis-admission';
+import { waitFor } from '../helpers/wait-for';
 import { startGatewayProcess, writeCatalog, type GatewayProcess } from './gateway-process';
 
 /**
@@ -68,6 +69,13 @@ afterAll(async () => {
   redis.disconnect();
 });
 
+/** How many times each value occurs (a failed count then shows every status that came). */
+function countBy(values: number[]): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
+  return counts;
+}
+
 async function orgWithKey(budgets: { requests: number; input_tokens: number; output_tokens: number }) {
   const org = await store.createOrganization({ name: 'replicas', budgets, credit: 1000 });
   const key = await store.createKey(org.id);
@@ -105,20 +113,30 @@ describe('two gateway replicas on one Redis', () => {
     expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
   });
 
-  it('admit exactly a budget large enough for quota slices out of 1500 concurrent requests', async () => {
+  it('admit a budget large enough for quota slices out of 1500 concurrent requests, losing none of it', async () => {
     // 1024 a minute: the replicas admit from slices of 16 until the bucket is half empty.
     const { org, key } = await orgWithKey({ requests: 1024, input_tokens: 10_000_000, output_tokens: 10_000_000 });
     await redis.hset(store.keys.buckets(org.id), { requests: 1024, 'requests:ts': Date.now() + 60_000 });
     const results = await Promise.all(
       Array.from({ length: 1500 }, (_, i) => chat((i % 2 ? a : b).baseUrl, key, { model: 'test/fast' })),
     );
-    const statuses = results.map((r) => r.status);
-    expect(statuses.filter((s) => s === 200).length).toBe(1024);
-    expect(statuses.filter((s) => s === 429).length).toBe(476);
+    const counts = countBy(results.map((r) => r.status));
+    const admitted = counts[200] ?? 0;
+    // Never too many. Too few only by what a slice the other replica held meanwhile kept from it
+    // (one slice of 16 each; README "Exactness"); a 503 (Redis answering a replica late, under a
+    // starved CPU) is given back when the answer comes.
+    expect(admitted).toBeLessThanOrEqual(1024);
+    expect(admitted).toBeGreaterThanOrEqual(1024 - 2 * 16);
+    expect(Object.keys(counts).filter((status) => !['200', '429', '503'].includes(status))).toEqual([]);
     const remaining = results
       .filter((r) => r.status === 200)
       .map((r) => Number(r.headers['x-ratelimit-remaining-requests']));
-    expect(Math.min(...remaining)).toBe(0);
+    expect(Math.min(...remaining)).toBeLessThanOrEqual(2 * 16);
+    // Nothing lost: once the slices are back (they last ADMISSION_SLICE_MS, 1 s) and every late
+    // answer given back, the bucket holds exactly what was not admitted.
+    const left = async () => Number(await redis.hget(store.keys.buckets(org.id), 'requests'));
+    await waitFor(async () => (await left()) === 1024 - admitted, 10_000, 100).catch(() => undefined);
+    expect(await left()).toBe(1024 - admitted);
   }, 30_000);
 
   it('admit exactly the model capacity out of 300 concurrent requests', async () => {
