@@ -20,6 +20,9 @@ import { admissionUnavailable } from './admission-errors';
 import { RedisAdmission } from './redis-admission';
 import { UnmeteredAdmission } from './unmetered.admission';
 
+/** How long admission's connection waits for a reply before ioredis drops it (see wireAccounts). */
+export const ADMISSION_REPLY_DEADLINE_MS = 10_000;
+
 /** What the gateway gets from the accounts in Redis: authentication, admission, the admin API. */
 export interface AccountsWiring {
   authenticator: Authenticator;
@@ -48,10 +51,14 @@ export async function wireAccounts(
   const prefix = config.redisPrefix;
   const keys = createKeyAuthenticator({ redis, prefix, cacheTtlMs: config.authCacheTtlMs });
   const subscriber = config.admissionSlices ? redis.duplicate({ connectionName: 'gateway:org-changes' }) : undefined;
-  // Admission's own connection, without the reply timeout of the fail-fast client: the admit
-  // batcher times requests out itself, and gives back what a script that ran after all took
-  // (see admit-batcher.ts); ioredis's timeout would drop that answer.
-  const admissionRedis = redis.duplicate({ connectionName: 'gateway:admission' });
+  // Admission's own connection, with a reply timeout far past the fail-fast client's: the admit
+  // batcher times requests out itself (REDIS_COMMAND_TIMEOUT_MS), and gives back what a script
+  // that ran after all took (see admit-batcher.ts); ioredis's timeout drops the answer, so it only
+  // bounds how long a dead connection (half-open, no reset) holds admissions and settlements.
+  const admissionRedis = redis.duplicate({
+    connectionName: 'gateway:admission',
+    commandTimeout: ADMISSION_REPLY_DEADLINE_MS,
+  });
   const metered = new RedisAdmission({
     redis: admissionRedis,
     prefix,

@@ -61,8 +61,8 @@ interface Pending {
  * `late` callback given with the request, so the caller can give back what it took. Only a reply
  * still unread once the event loop has read its sockets counts as late: a timer can fire before a
  * reply that sits read-ready behind a stalled event loop (a long GC, a starved CPU), and that reply
- * is taken as it is. So the connection must not time commands out itself (ioredis's
- * `commandTimeout`): it would drop the very answers this gives back from.
+ * is taken as it is. So the connection's own reply timeout (ioredis's `commandTimeout`, which
+ * drops the answer) must be far longer than `timeoutMs`.
  */
 export class AdmitBatcher {
   private queue: Pending[] = [];

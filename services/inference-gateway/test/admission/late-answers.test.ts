@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { createAccountStore } from '@tollway/accounts';
 import { createLogger, ServiceError } from '@tollway/service-kit';
 import { startPrivateRedis, type PrivateRedis } from '@tollway/service-kit/testing';
+import { ADMISSION_REPLY_DEADLINE_MS } from '../../src/admission/accounts-wiring';
 import { modelLeaseKey, RedisAdmission } from '../../src/admission/redis-admission';
 import type { AdmissionRequest } from '../../src/admission/admission.types';
 import { waitFor } from '../helpers/wait-for';
@@ -30,8 +31,8 @@ logger.warn = ((message: string) => {
 beforeAll(async () => {
   server = await startPrivateRedis();
   redis = new Redis(server.url);
-  // Admission's connection as the gateway makes it: no reply timeout of its own (accounts-wiring.ts).
-  admissionRedis = redis.duplicate();
+  // Admission's connection as the gateway makes it (accounts-wiring.ts).
+  admissionRedis = redis.duplicate({ commandTimeout: ADMISSION_REPLY_DEADLINE_MS });
   admission = new RedisAdmission({ redis: admissionRedis, prefix, admitTimeoutMs: TIMEOUT_MS, logger });
 }, 30_000);
 
