@@ -99,10 +99,10 @@ export interface PromptTokenStats {
  * on each: BPE costs 40-150 ns a character here (a 16 KB prompt about 0.6 ms, more than the rest
  * of the gateway's work on a request), a SHA-256 of the text under 1 ns a character and a lookup
  * well under a µs. Texts are keyed by their SHA-256, never by themselves: the cache holds
- * `maxEntries` keys of 44 characters whatever the texts' size, and no text (a tenant's or anyone's)
- * can be made to share another's entry (the hash reads UTF-8, where a lone surrogate is U+FFFD, and so does the
- * tokenizer: such texts count alike). Least recently used entries go first; `maxEntries` 0 counts
- * every time.
+ * `maxEntries` keys of 44 characters whatever the texts' size, and no text (a tenant's or
+ * anyone's) can be made to share another's entry. The hash reads UTF-8, where a lone surrogate is
+ * U+FFFD, and so does the tokenizer: such texts count alike. Least recently used entries go first;
+ * `maxEntries` 0 counts every time.
  */
 export class PromptTokenCounter {
   private readonly counts: LRUCache<string, number> | null;
