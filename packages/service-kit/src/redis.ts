@@ -35,16 +35,24 @@ export interface RedisFactoryOptions {
  * offline queue) and after `commandTimeoutMs` without a reply, so requests get their 503 within a
  * second of an outage instead of queueing behind the reconnect. Its `duplicate()`s (subscribers)
  * start as ordinary clients.
+ *
+ * A fail-fast client never writes a command twice: ioredis would send again, after a reconnect,
+ * the commands whose answers the broken connection lost (`autoResendUnfulfilledCommands`), and
+ * Redis may have run them already: a script that charges or admits would run twice. Such a
+ * command fails instead, at its reply timeout, and what it did is unknown to the caller, as after
+ * any timeout. Its duplicates inherit this.
  */
 export function createRedis(url: string, options: RedisFactoryOptions): Redis {
+  const failFast = options.failFast === true && options.maxRetriesPerRequest !== null;
   const redis = new Redis(url, {
     connectionName: options.name,
     maxRetriesPerRequest: options.maxRetriesPerRequest === undefined ? 2 : options.maxRetriesPerRequest,
     enableAutoPipelining: true,
+    autoResendUnfulfilledCommands: !failFast,
     retryStrategy: (times) => Math.min(50 * 2 ** times, 2000),
     ...options.extra,
   });
-  if (!options.failFast || options.maxRetriesPerRequest === null) return redis;
+  if (!failFast) return redis;
   const { enableOfflineQueue, commandTimeout } = redis.options;
   redis.once('ready', () => {
     // ioredis reads both per command, so the switch applies from the next one.
