@@ -30,6 +30,11 @@ export interface AccountKeys {
   revocationChannel(): string;
   /** Pub/sub channel carrying the id of every organization updated or deleted. */
   orgChangeChannel(): string;
+  /**
+   * Hash of the settlement batches one gateway process (`writer`) first sent in one minute:
+   * batch number → 1. A batch sent again after its outcome was lost is applied once.
+   */
+  settlementMarks(writer: string, epochMinute: number): string;
 }
 
 /** Builds the key names under `prefix` (e.g. `tollway:`). */
@@ -47,6 +52,7 @@ export function accountKeys(prefix: string): AccountKeys {
     orgIndex: () => `${prefix}orgs`,
     revocationChannel: () => `${prefix}keys:revoked`,
     orgChangeChannel: () => `${prefix}orgs:changed`,
+    settlementMarks: (writer, epochMinute) => `${prefix}settled:${writer}:${epochMinute}`,
   };
 }
 

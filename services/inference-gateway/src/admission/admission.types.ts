@@ -59,6 +59,10 @@ export interface AdmissionStats {
   sliceGrants: number;
   /** Capacity-lease renewal rounds sent since start. */
   leaseRenewals: number;
+  /** Settlement batches sent again since start, after a failure or a lost answer. */
+  settlementRetries: number;
+  /** Settlements (requests) given up since start: their usage was not charged. */
+  settlementsLost: number;
   /** Model id → capacity leases this replica holds (running requests and reserved block slots). */
   leasesByModel: ReadonlyMap<string, number>;
 }

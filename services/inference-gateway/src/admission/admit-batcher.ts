@@ -23,7 +23,8 @@ export interface SlicePolicy {
 
 /** A script call that rides ahead of the admissions in the same write, and what to do with its outcome. */
 export interface LeadingCall extends ScriptCall {
-  finish(err: unknown): void;
+  /** Called with the call's error, or with null and its reply. */
+  finish(err: unknown, reply?: unknown): void;
 }
 
 /** What came of an admission whose request stopped waiting: the script's reply, or the error. */
@@ -155,7 +156,8 @@ export class AdmitBatcher {
     let at = 0;
     for (const call of leading) {
       const outcome = outcomes[at++];
-      call.finish(outcome ? outcome[0] : new Error('no reply'));
+      if (outcome) call.finish(outcome[0], outcome[1]);
+      else call.finish(new Error('no reply'));
     }
     for (const batch of batches) {
       const [err, replies] = outcomes[at++] ?? [new Error('no reply'), null];

@@ -54,6 +54,8 @@ export interface RedisAdmissionOptions {
    * REDIS_COMMAND_TIMEOUT_MS (700).
    */
   admitTimeoutMs?: number;
+  /** How long a settlement that failed is sent again (SettlementBatcher); default SETTLEMENT_RETRY_WINDOW_MS. */
+  settlementRetryWindowMs?: number;
 }
 
 /** The Redis key of a model's capacity leases (a zset of lease id → expiry ms). */
@@ -104,6 +106,7 @@ export class RedisAdmission implements Admission {
       keys: this.keys,
       now: this.now,
       logger: this.logger,
+      retryWindowMs: options.settlementRetryWindowMs,
     });
     const local = options.localQuota && options.subscriber ? new LocalQuota(this.now, options.localQuota) : null;
     this.local = local;
@@ -172,10 +175,13 @@ export class RedisAdmission implements Admission {
       const modelId = LEASE_KEY_MODEL.exec(leaseKey)?.[1];
       if (modelId !== undefined) leasesByModel.set(modelId, (leasesByModel.get(modelId) ?? 0) + ids.size);
     }
+    const settlements = this.settlements.stats();
     return {
       slicesHeld: this.local?.slicesHeld() ?? 0,
       sliceGrants: this.local?.sliceGrants ?? 0,
       leaseRenewals: this.renewer.renewals,
+      settlementRetries: settlements.retries,
+      settlementsLost: settlements.lost,
       leasesByModel,
     };
   }

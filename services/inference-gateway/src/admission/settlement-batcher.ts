@@ -1,9 +1,24 @@
+import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { luaScript, runScripts, USAGE_RETENTION_SECONDS, type AccountKeys, type ScriptCall } from '@tollway/accounts';
 import type { Logger } from '@tollway/service-kit';
 import { SETTLE_LUA } from './scripts/settle.lua';
 
 const settleScript = luaScript(SETTLE_LUA, 'settle');
+
+/** How long a batch whose outcome was lost is sent again, from its first sending, ms. */
+export const SETTLEMENT_RETRY_WINDOW_MS = 60_000;
+/**
+ * How long Redis keeps the marks of the batches sent (settle.lua.ts), from a writer's last batch of
+ * the minute, ms: past the retry window, so a batch sent again meets its mark unless Redis itself
+ * stood still for minutes between running it and reading it again.
+ */
+const SETTLEMENT_MARK_TTL_MS = 5 * 60_000;
+/** The first wait before a batch is sent again, ms; it doubles with each failure, up to the most. */
+const RETRY_FIRST_DELAY_MS = 250;
+const RETRY_MOST_DELAY_MS = 5_000;
+/** How long graceful shutdown goes on sending batches whose outcome was lost, ms. */
+const DRAIN_RETRY_MS = 5_000;
 
 /** One finished request, to be settled. */
 export interface Settlement {
@@ -36,6 +51,12 @@ export interface SettlementBatcherOptions {
   /** Most settlements in one script call; default 500. */
   maxBatch?: number;
   /**
+   * How long a batch that failed, or whose answer was lost, is sent again (each batch is applied
+   * once however often it is sent: settle.lua.ts), from its first sending, ms; default
+   * SETTLEMENT_RETRY_WINDOW_MS. After that its settlements are lost, and counted.
+   */
+  retryWindowMs?: number;
+  /**
    * How long a settlement that only records spend and usage (no lease to free, no bucket to
    * refund: a request admitted from a quota slice) may wait for company, ms; default 1000. Its
    * slice's allowance covers the spend meanwhile, and it leaves with the slice's return at the latest.
@@ -45,8 +66,16 @@ export interface SettlementBatcherOptions {
 
 /** A batch taken for sending: the script call, and what to do once it is answered. */
 export interface SettlementCall extends ScriptCall {
-  /** Call with the script's error, or null once it succeeded. */
-  finish(err: unknown): void;
+  /** Call with the script's error, or with null and its reply once it succeeded. */
+  finish(err: unknown, reply?: unknown): void;
+}
+
+/** What became of the batches sent, since start (for the metrics). */
+export interface SettlementStats {
+  /** Sendings again of a batch that failed or whose answer was lost. */
+  retries: number;
+  /** Settlements (requests) given up after the retry window: their usage was not charged. */
+  lost: number;
 }
 
 interface OrgTotals {
@@ -64,8 +93,17 @@ interface Batch {
   /** lease zset → lease ids to free */
   leases: Map<string, string[]>;
   orgs: Map<string, OrgTotals>;
+  /** Resolved once its first sending is answered, or failed. */
   written: Promise<void>;
   resolve: () => void;
+  /** Its number, unique to this writer, from its first sending on; 0 before. */
+  seq: number;
+  /** The minute of its first sending (whose marks hold its number), and when that was (performance.now). */
+  minute: number;
+  firstSentAt: number;
+  /** Failed sendings so far, and when it is due to go again (performance.now). */
+  failures: number;
+  dueAt: number;
 }
 
 /**
@@ -80,6 +118,11 @@ interface Batch {
  * A settlement with nothing to free or refund (a request admitted from a quota slice) waits up to
  * `accountingDelayMs` for others, unless something else goes out first.
  *
+ * A batch that fails, or whose answer is lost with its connection or to a reply timeout, is sent
+ * again, with growing waits, for `retryWindowMs` from its first sending: each batch carries a number
+ * that Redis marks as it applies it (settle.lua.ts), so one that ran before its answer was lost
+ * changes nothing the second time. Whoever waits on `add` is answered after the first sending.
+ *
  * A process killed with settlements queued or in flight loses them: their leases expire (lease
  * time), their unused reservations stay taken (the buckets refill within a minute) and their usage
  * is not charged; graceful shutdown writes them first.
@@ -91,6 +134,14 @@ export class SettlementBatcher {
   private readonly logger: Logger | undefined;
   private readonly maxBatch: number;
   private readonly accountingDelayMs: number;
+  private readonly retryWindowMs: number;
+  /** This process's name in the marks: batches of other processes never share its numbers. */
+  private readonly writer = randomBytes(9).toString('base64url');
+  private sequence = 0;
+  /** Batches that failed, waiting to go again. */
+  private readonly retrying: Batch[] = [];
+  private retryTimer: NodeJS.Timeout | null = null;
+  private readonly counts: SettlementStats = { retries: 0, lost: 0 };
   /** Full batches waiting to go, oldest first. */
   private readonly full: Batch[] = [];
   /** The batch settlements are being added to. */
@@ -106,6 +157,11 @@ export class SettlementBatcher {
     this.logger = options.logger;
     this.maxBatch = options.maxBatch ?? 500;
     this.accountingDelayMs = options.accountingDelayMs ?? 1000;
+    this.retryWindowMs = options.retryWindowMs ?? SETTLEMENT_RETRY_WINDOW_MS;
+  }
+
+  stats(): SettlementStats {
+    return { ...this.counts };
   }
 
   /**
@@ -163,24 +219,29 @@ export class SettlementBatcher {
       this.timer = null;
     }
     const taken = batch;
+    if (taken.seq === 0) {
+      taken.seq = ++this.sequence;
+      taken.minute = Math.floor(Date.now() / 60_000);
+      taken.firstSentAt = performance.now();
+    }
     const { keys, args } = this.encode(taken);
-    this.inFlight.add(taken.written);
+    let answered!: () => void;
+    const attempt = new Promise<void>((resolve) => (answered = resolve));
+    this.inFlight.add(attempt);
     return {
       script: settleScript,
       keys,
       args,
       // Settled before whatever follows it (the next admissions) even right after a SCRIPT FLUSH.
       ordered: true,
-      finish: (err) => {
-        if (err) {
-          // Leases expire on their own; the usage of these requests is lost, and said so.
-          this.logger?.error('settlement failed', {
-            requests: taken.count,
-            orgs: [...taken.orgs.keys()].slice(0, 10),
-            err: String(err),
-          });
+      finish: (err, reply) => {
+        if (err) this.failed(taken, err);
+        else if (reply === -1) {
+          // An earlier sending ran, and its answer was lost: nothing was applied twice.
+          this.logger?.info('settlement sent again had been applied', { requests: taken.count });
         }
-        this.inFlight.delete(taken.written);
+        this.inFlight.delete(attempt);
+        answered();
         taken.resolve();
         // What waited for this call goes now (or within the accounting delay), unless an
         // admission took it meanwhile.
@@ -189,14 +250,88 @@ export class SettlementBatcher {
     };
   }
 
-  /** Writes everything queued; resolves when nothing is queued or in flight. */
+  /** A sending failed, or its answer was lost: the batch goes again, or is given up past the window. */
+  private failed(batch: Batch, err: unknown): void {
+    batch.failures += 1;
+    const wait = Math.min(RETRY_FIRST_DELAY_MS * 2 ** (batch.failures - 1), RETRY_MOST_DELAY_MS);
+    if (performance.now() + wait - batch.firstSentAt > this.retryWindowMs) {
+      this.giveUp(batch, err);
+      return;
+    }
+    this.counts.retries += 1;
+    this.logger?.warn('settlement failed; sending it again', {
+      requests: batch.count,
+      failures: batch.failures,
+      retry_in_ms: wait,
+      err: String(err),
+    });
+    batch.dueAt = performance.now() + wait;
+    this.retrying.push(batch);
+    this.armRetry();
+  }
+
+  private giveUp(batch: Batch, err: unknown): void {
+    this.counts.lost += batch.count;
+    // Leases expire on their own; the usage of these requests is lost, and said so.
+    this.logger?.error('settlement failed', {
+      requests: batch.count,
+      failures: batch.failures,
+      orgs: [...batch.orgs.keys()].slice(0, 10),
+      err: String(err),
+    });
+  }
+
+  /** Wakes up when the earliest batch to send again is due. */
+  private armRetry(): void {
+    if (this.retryTimer || this.retrying.length === 0) return;
+    const due = Math.min(...this.retrying.map((batch) => batch.dueAt));
+    this.retryTimer = setTimeout(
+      () => {
+        this.retryTimer = null;
+        this.requeueDue();
+        this.armRetry();
+      },
+      Math.max(0, due - performance.now()),
+    );
+  }
+
+  /** Batches due to go again join the queue, ahead of the rest, and go at the end of the turn. */
+  private requeueDue(): void {
+    const now = performance.now();
+    for (let i = this.retrying.length - 1; i >= 0; i -= 1) {
+      const batch = this.retrying[i]!;
+      if (batch.dueAt > now) continue;
+      this.retrying.splice(i, 1);
+      this.full.unshift(batch);
+    }
+    if (this.full.length > 0) this.schedule();
+  }
+
+  /**
+   * Writes everything queued; resolves when nothing is queued or in flight. Batches that fail go
+   * again, as ever, for up to DRAIN_RETRY_MS more; what is left then is given up.
+   */
   async drain(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    while (this.queued() || this.inFlight.size > 0) {
-      this.sendAlone();
-      await Promise.all([...this.inFlight]);
+    const until = performance.now() + DRAIN_RETRY_MS;
+    for (;;) {
+      if (this.queued()) this.sendAlone();
+      if (this.inFlight.size > 0) {
+        await Promise.all([...this.inFlight]);
+        continue;
+      }
+      if (this.retrying.length === 0) break;
+      const due = Math.min(...this.retrying.map((batch) => batch.dueAt));
+      if (due > until) {
+        for (const batch of this.retrying.splice(0)) this.giveUp(batch, new Error('shutting down'));
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - performance.now())));
+      this.requeueDue();
     }
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
   }
 
   /** Sends what is queued at the end of this turn, or within the accounting delay if nothing is urgent. */
@@ -214,18 +349,20 @@ export class SettlementBatcher {
     for (let call = this.take(); call; call = this.take()) {
       // Runs outside any request: a throw here must be logged, never left to end the process.
       runScripts(this.redis, [call])
-        .then(([outcome]) => call.finish(outcome ? outcome[0] : new Error('no reply')))
+        .then(([outcome]) => (outcome ? call.finish(outcome[0], outcome[1]) : call.finish(new Error('no reply'))))
         .catch((err: unknown) => this.logger?.error('settlement failed', { err: String(err) }));
     }
   }
 
   /** The script's KEYS and ARGV for a batch (see settle.lua.ts for the layout). */
   private encode(batch: Batch): { keys: string[]; args: Array<string | number> } {
-    const keys: string[] = [];
+    const keys: string[] = [this.keys.settlementMarks(this.writer, batch.minute)];
     const args: Array<string | number> = [
       this.now(),
       USAGE_RETENTION_SECONDS,
       this.keys.orgChangeChannel(),
+      batch.seq,
+      SETTLEMENT_MARK_TTL_MS,
       batch.leases.size,
     ];
     for (const [leaseKey, ids] of batch.leases) {
@@ -252,7 +389,19 @@ export class SettlementBatcher {
 function newBatch(): Batch {
   let resolve!: () => void;
   const written = new Promise<void>((done) => (resolve = done));
-  return { count: 0, urgent: false, leases: new Map(), orgs: new Map(), written, resolve };
+  return {
+    count: 0,
+    urgent: false,
+    leases: new Map(),
+    orgs: new Map(),
+    written,
+    resolve,
+    seq: 0,
+    minute: 0,
+    firstSentAt: 0,
+    failures: 0,
+    dueAt: 0,
+  };
 }
 
 /** Adds one settlement to a batch's sums: leases to free, refunds, spend, usage per minute and model. */

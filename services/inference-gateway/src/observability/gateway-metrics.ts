@@ -259,6 +259,24 @@ function registerAdmissionMetrics(registers: Registry[], stats: () => AdmissionS
       this.inc(stats().leaseRenewals);
     },
   });
+  new Counter({
+    name: 'tollway_settlement_retries_total',
+    help: 'Settlement batches sent again after a failure or a lost answer (each is applied once)',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(stats().settlementRetries);
+    },
+  });
+  new Counter({
+    name: 'tollway_settlements_lost_total',
+    help: 'Finished requests whose settlement was given up after its retries: usage not charged',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(stats().settlementsLost);
+    },
+  });
   new Gauge({
     name: 'tollway_capacity_leases_held',
     help: 'Capacity leases this replica holds per model (running requests and reserved block slots)',

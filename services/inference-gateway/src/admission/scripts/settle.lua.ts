@@ -8,18 +8,27 @@ import { BUCKET_LUA } from './bucket.lua';
  * credit, and records usage per minute and model for the usage API. A request that never reached
  * an engine (a release) gives back its whole reservation, its request included, and records nothing.
  *
- * KEYS  in the order ARGV walks them: the lease zsets, then per organization its hash, its bucket
- *       hash, its slices hash (bucket.lua.ts) and its usage hashes ({org:<id>}:usage:<epoch minute>).
+ * A batch is applied once however often it is sent: its number goes into its writer's marks
+ * first, and a batch already marked changes nothing. The gateway sends a batch again when it could
+ * not learn whether it ran (a connection broken before the answer, a reply timeout).
+ *
+ * KEYS[1]  the writer's marks for the minute the batch was first sent (settlementMarks)
+ * then     in the order ARGV walks them: the lease zsets, then per organization its hash, its
+ *          bucket hash, its slices hash (bucket.lua.ts) and its usage hashes
+ *          ({org:<id>}:usage:<epoch minute>).
  * ARGV[1]  now, ms since the epoch
  * ARGV[2]  usage retention, seconds
  * ARGV[3]  the organization-change channel: an organization whose credit, less the allowances its
  *          quota slices hold, is spent gets published there, so every replica gives its slice back
  *          and the next request meets the 402 in Redis
- * ARGV[4]  L, the number of lease zsets; then per zset: n, then n lease ids
+ * ARGV[4]  the batch's number, unique to its writer
+ * ARGV[5]  how long the marks are kept, ms (longer than the writer sends a batch again)
+ * ARGV[6]  L, the number of lease zsets; then per zset: n, then n lease ids
  * then     O, the number of organizations; then per organization: its id,
  *          refund of requests, of input tokens, of output tokens (negative = charge more),
  *          spend (USD), U; then U usage entries: model id, requests, input tokens, output tokens, spend
- * Returns  the number of organizations settled (a deleted organization is skipped).
+ * Returns  the number of organizations settled (a deleted organization is skipped), or -1 when
+ *          the batch had been applied already.
  *
  * Redis Cluster: the lease zsets live in their models' slots; see admit.lua.ts.
  */
@@ -27,8 +36,12 @@ export const SETTLE_LUA = `${BUCKET_LUA}
 local now = tonumber(ARGV[1])
 local retention = tonumber(ARGV[2])
 local channel = ARGV[3]
-local a = 4
-local k = 1
+if redis.call('HSETNX', KEYS[1], ARGV[4], 1) == 0 then
+  return -1
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+local a = 6
+local k = 2
 
 local lease_keys = tonumber(ARGV[a]); a = a + 1
 for _ = 1, lease_keys do
