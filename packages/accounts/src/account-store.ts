@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from './api-key';
 import type {
@@ -37,11 +37,18 @@ export interface AccountStoreOptions {
 export class AccountError extends Error {
   constructor(
     message: string,
-    readonly reason: 'invalid_id' | 'conflict' | 'invalid_key',
+    readonly reason: 'invalid_id' | 'conflict' | 'invalid_key' | 'idempotency_key_reused',
   ) {
     super(message);
     this.name = 'AccountError';
   }
+}
+
+/** How long an organization update's idempotency record is kept: a day, as Stripe keeps its keys. */
+export const IDEMPOTENCY_RECORD_SECONDS = 24 * 60 * 60;
+
+function sha256Hex(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
 }
 
 /** Organizations and API keys in Redis. Methods return null where the organization or key does not exist. */
@@ -89,23 +96,49 @@ export class AccountStore {
 
   /** Applies a partial update; null when there is no such organization. */
   async updateOrganization(orgId: string, update: OrganizationUpdate): Promise<Organization | null> {
+    return (await this.updateOrganizationOnce(orgId, update, null))?.organization ?? null;
+  }
+
+  /**
+   * Applies a partial update once per `idempotencyKey` (any string; null: every call applies):
+   * within IDEMPOTENCY_RECORD_SECONDS, the same update under the same key changes nothing again
+   * and answers `replayed` with the organization as it is now; another update under that key
+   * throws AccountError `idempotency_key_reused`. So a client that lost the answer to a credit
+   * top-up can send it again. Null when there is no such organization.
+   */
+  async updateOrganizationOnce(
+    orgId: string,
+    update: OrganizationUpdate,
+    idempotencyKey: string | null,
+  ): Promise<{ organization: Organization; replayed: boolean } | null> {
     if (!ORG_ID_PATTERN.test(orgId)) return null;
     const b = update.budgets ?? {};
-    const ok = await updateOrgScript.run(
-      this.redis,
-      [this.keys.org(orgId)],
-      [
-        update.name ?? '',
-        b.requests ?? '',
-        b.input_tokens ?? '',
-        b.output_tokens ?? '',
-        update.creditTopUp === undefined ? '' : update.creditTopUp,
-      ],
-    );
-    if (ok !== 1) return null;
-    // Replicas holding quota slices of this organization give them back and admit afresh.
+    const fields = [
+      update.name ?? '',
+      b.requests ?? '',
+      b.input_tokens ?? '',
+      b.output_tokens ?? '',
+      update.creditTopUp === undefined ? '' : update.creditTopUp,
+    ];
+    const keys = [this.keys.org(orgId)];
+    const args: Array<string | number> = [...fields];
+    if (idempotencyKey !== null) {
+      keys.push(this.keys.idempotencyRecord(orgId, sha256Hex(idempotencyKey)));
+      args.push(sha256Hex(JSON.stringify(fields)), IDEMPOTENCY_RECORD_SECONDS);
+    }
+    const outcome = await updateOrgScript.run(this.redis, keys, args);
+    if (outcome === 3) {
+      throw new AccountError(
+        'This Idempotency-Key was used with another update of this organization.',
+        'idempotency_key_reused',
+      );
+    }
+    if (outcome !== 1 && outcome !== 2) return null;
+    // Replicas holding quota slices of this organization give them back and admit afresh (again
+    // on a replay: the first call's answer, and maybe this message, was lost).
     await this.redis.publish(this.keys.orgChangeChannel(), orgId);
-    return this.getOrganization(orgId);
+    const organization = await this.getOrganization(orgId);
+    return organization && { organization, replayed: outcome === 2 };
   }
 
   /** Deletes an organization, revoking its keys first; false when there was none. */

@@ -18,6 +18,11 @@ export interface AccountKeys {
    * `requests|input_tokens|output_tokens|usd|expiry_ms`. Tokens in a slice are out of the buckets.
    */
   slices(orgId: string): string;
+  /**
+   * String: the fingerprint of the update made under one idempotency key (by the SHA-256 hex of
+   * the key, so no client-chosen text becomes a key name), expiring after a day.
+   */
+  idempotencyRecord(orgId: string, keyHashHex: string): string;
   /** Hash of one minute's usage (see USAGE_FIELDS), expiring after USAGE_RETENTION_SECONDS. */
   usageMinute(orgId: string, epochMinute: number): string;
   /** Global hash: SHA-256 hex of a live key → its org, key id and role. Deleted on revocation. */
@@ -47,6 +52,7 @@ export function accountKeys(prefix: string): AccountKeys {
     buckets: (orgId) => `${tag(orgId)}:buckets`,
     slices: (orgId) => `${tag(orgId)}:slices`,
     usageMinute: (orgId, epochMinute) => `${tag(orgId)}:usage:${epochMinute}`,
+    idempotencyRecord: (orgId, keyHashHex) => `${tag(orgId)}:idempotency:${keyHashHex}`,
     keyByHash: (hashHex) => `${prefix}apikey:${hashHex}`,
     keyOrgs: () => `${prefix}key-orgs`,
     orgIndex: () => `${prefix}orgs`,

@@ -7,6 +7,18 @@ import { Redis, type RedisOptions } from 'ioredis';
  */
 export const REDIS_COMMAND_TIMEOUT_MS = 700;
 
+/**
+ * ioredis's errors for a Redis it cannot reach or that did not answer in time (refused, closed,
+ * out of retries, reply timeout): the store is unavailable (503), not a bug of the server (500).
+ */
+const REDIS_UNAVAILABLE =
+  /Connection is closed|Stream isn't writeable|ECONNREFUSED|ECONNRESET|ETIMEDOUT|MaxRetriesPerRequest|Command timed out|Command aborted/;
+
+/** True for an error of ioredis that means Redis was unreachable or did not answer in time. */
+export function isRedisUnavailable(err: unknown): boolean {
+  return err instanceof Error && REDIS_UNAVAILABLE.test(`${err.name} ${err.message}`);
+}
+
 /** Options of createRedis. */
 export interface RedisFactoryOptions {
   /** Connection name shown by `CLIENT LIST`, e.g. `gateway:admission`. */

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import {
   DEFAULT_HTTP_LIMITS,
   errorMiddleware,
+  isRedisUnavailable,
   jsonBody,
   listenWithLimits,
   notFoundHandler,
@@ -58,13 +59,9 @@ export interface AppDeps {
 /** Default nesting limit of request bodies (the config's default too). */
 export const DEFAULT_MAX_JSON_DEPTH = 64;
 
-const REDIS_FAILURE =
-  /Connection is closed|Stream isn't writeable|ECONNREFUSED|ETIMEDOUT|MaxRetriesPerRequest|Command timed out/;
-
 /** A Redis outage is the store being unreachable (503), not a bug in the server (500). */
 const redisFailureAs503: ErrorRequestHandler = (err, _req, _res, next) => {
-  const failure =
-    err instanceof Error && !(err instanceof ServiceError) && REDIS_FAILURE.test(`${err.name} ${err.message}`);
+  const failure = !(err instanceof ServiceError) && isRedisUnavailable(err);
   next(failure ? sessionErrors.unavailable(err) : err);
 };
 

@@ -1,12 +1,20 @@
-import express, { type Express, type Router } from 'express';
+import express, { type ErrorRequestHandler, type Express, type Router } from 'express';
 import type { Redis } from 'ioredis';
 import type { InferenceOpenApiOptions } from '@tollway/contracts';
-import { errorMiddleware, jsonBody, listenWithLimits, requestId, type Logger } from '@tollway/service-kit';
+import {
+  errorMiddleware,
+  isRedisUnavailable,
+  jsonBody,
+  listenWithLimits,
+  requestId,
+  ServiceError,
+  type Logger,
+} from '@tollway/service-kit';
 import type { Admission, Authenticator } from './admission/admission.types';
 import type { CatalogStore } from './catalog/catalog-store';
 import type { GatewayConfig } from './config';
 import type { EngineRegistry } from './engines';
-import { endpointNotFound } from './errors';
+import { accountStoreUnavailable, endpointNotFound } from './errors';
 import { requireApiKey } from './http/auth.middleware';
 import { chatFastPath } from './http/chat-fast-path';
 import { engineShapedErrors } from './http/engine-error.middleware';
@@ -19,6 +27,14 @@ import type { GatewayTelemetry } from './observability/chat-observation';
 import { buildGatewayTelemetry } from './observability/gateway-telemetry';
 import { PromptTokenCounter } from './tokenizer/count-tokens';
 import { writeMetrics } from '@tollway/telemetry';
+
+/**
+ * Redis unreachable or silent past its reply timeout, on the admin API or the console (the
+ * inference path answers its own 503 `admission_unavailable`): 503, not a 500.
+ */
+export const redisFailureAs503: ErrorRequestHandler = (err, _req, _res, next) => {
+  next(!(err instanceof ServiceError) && isRedisUnavailable(err) ? accountStoreUnavailable(err) : err);
+};
 
 /** Everything the gateway app is built from; `main.ts` wires the real ones, tests their own. */
 export interface GatewayDeps {
@@ -84,6 +100,7 @@ export function buildApp(deps: GatewayDeps): Express {
   // Unimplemented endpoints are 404 whether or not a key was sent.
   app.use((req, _res, next) => next(endpointNotFound(req.method, req.path)));
   app.use(engineShapedErrors());
+  app.use(redisFailureAs503);
   app.use(errorMiddleware(deps.logger));
   return app;
 }

@@ -15,6 +15,22 @@ export function invalidApiKey(): ServiceError {
   });
 }
 
+/**
+ * 503 `service_unavailable`: Redis (organizations, keys, usage) did not answer in time or cannot
+ * be reached; the admin API and the console answer this instead of a 500. Retry in a second: a
+ * write may have been applied (send a credit top-up with its `Idempotency-Key` again).
+ */
+export function accountStoreUnavailable(cause: unknown): ServiceError {
+  return new ServiceError({
+    status: 503,
+    type: 'server_error',
+    code: 'service_unavailable',
+    message: 'The account store (Redis) is unavailable. Retry later.',
+    headers: { 'retry-after': '1', 'retry-after-ms': '1000', 'x-should-retry': 'true' },
+    cause,
+  });
+}
+
 /** 400 `model_required`: the body has no `model`. */
 export function modelRequired(): ServiceError {
   return new ServiceError({

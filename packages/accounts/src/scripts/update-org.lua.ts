@@ -1,14 +1,29 @@
 /**
  * Updates an existing organization; never creates one (so an update racing a delete is a no-op).
+ * With an idempotency record (KEYS[2]) an update is applied once: the record, kept ARGV[7]
+ * seconds, holds the fingerprint of the update that made it, and a later update under the same
+ * record changes nothing. Record and update are written together, so an answer lost after the
+ * update leaves both.
  *
  * KEYS[1]  the organization hash ({org:<id>}:org)
+ * KEYS[2]  optional: the idempotency record ({org:<id>}:idempotency:<SHA-256 of the key>)
  * ARGV[1]  new name, or '' to keep it
  * ARGV[2]  budget_requests, ARGV[3] budget_input_tokens, ARGV[4] budget_output_tokens: '' keeps
  * ARGV[5]  credit to add in USD (may be negative), or '' for none
- * Returns  1 when updated, 0 when there is no such organization.
+ * ARGV[6]  with KEYS[2]: the update's fingerprint; ARGV[7] how long the record is kept, seconds
+ * Returns  1 when updated, 0 when there is no such organization, 2 when the record holds this
+ *          update (applied before: nothing changed now), 3 when it holds another update.
  */
 export const UPDATE_ORG_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if KEYS[2] then
+  local made = redis.call('GET', KEYS[2])
+  if made then
+    if made == ARGV[6] then return 2 end
+    return 3
+  end
+  redis.call('SET', KEYS[2], ARGV[6], 'EX', ARGV[7])
+end
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'name', ARGV[1]) end
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'budget_requests', ARGV[2]) end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'budget_input_tokens', ARGV[3]) end

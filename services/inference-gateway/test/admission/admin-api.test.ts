@@ -11,9 +11,12 @@ import {
   OrganizationList,
   OrganizationUsage,
 } from '@tollway/contracts';
-import { createLogger, errorMiddleware } from '@tollway/service-kit';
+import { createLogger, createRedis, errorMiddleware } from '@tollway/service-kit';
+import { startTcpLink, type TcpLink } from '@tollway/service-kit/testing';
 import { ADMIN_BASE_PATH, buildAdminRouter } from '../../src/routes/admin/admin.router';
 import { RedisAdmission } from '../../src/admission/redis-admission';
+import { redisFailureAs503 } from '../../src/app';
+import { waitFor } from '../helpers/wait-for';
 
 const prefix = `test-${randomUUID()}:`;
 const redis = new Redis('redis://127.0.0.1:6379');
@@ -142,6 +145,87 @@ describe('organizations', () => {
   });
 });
 
+describe('credit top-ups with Idempotency-Key', () => {
+  async function newOrg(credit = 10): Promise<string> {
+    const created = await request(app)
+      .post('/admin/v1/organizations')
+      .set(auth)
+      .send({ name: 'Idem', budgets: { requests: 60, input_tokens: 1000, output_tokens: 500 }, credit });
+    return Organization.parse(created.body).id;
+  }
+  const topUp = (orgId: string, key: string | null, body: object) => {
+    const req = request(app).patch(`/admin/v1/organizations/${orgId}`).set(auth);
+    return (key === null ? req : req.set('Idempotency-Key', key)).send(body);
+  };
+  const credit = async (orgId: string) =>
+    Organization.parse((await request(app).get(`/admin/v1/organizations/${orgId}`).set(auth)).body).credit;
+
+  it('applies the same top-up once and answers the replay with the organization as it is now', async () => {
+    const orgId = await newOrg();
+    const key = randomUUID();
+    const first = await topUp(orgId, key, { credit_top_up: 5 });
+    expect(first.status).toBe(200);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    expect(first.body.credit).toBe(15);
+    const again = await topUp(orgId, key, { credit_top_up: 5 });
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(Organization.parse(again.body).credit).toBe(15);
+    expect(await credit(orgId)).toBe(15);
+    // Another key is another top-up; no key applies every time, as before.
+    expect((await topUp(orgId, randomUUID(), { credit_top_up: 5 })).body.credit).toBe(20);
+    expect((await topUp(orgId, null, { credit_top_up: 1 })).body.credit).toBe(21);
+    expect((await topUp(orgId, null, { credit_top_up: 1 })).body.credit).toBe(22);
+  });
+
+  it('applies a top-up once when the same request is sent 20 times at once', async () => {
+    const orgId = await newOrg(0);
+    const key = randomUUID();
+    const answers = await Promise.all(Array.from({ length: 20 }, () => topUp(orgId, key, { credit_top_up: 2.5 })));
+    expect(answers.map((res) => res.status)).toEqual(Array(20).fill(200));
+    expect(answers.filter((res) => res.headers['idempotent-replayed'] !== 'true')).toHaveLength(1);
+    expect(await credit(orgId)).toBe(2.5);
+  });
+
+  it('refuses another update under a key already used: 422, nothing changed', async () => {
+    const orgId = await newOrg();
+    const key = randomUUID();
+    await topUp(orgId, key, { credit_top_up: 5 });
+    for (const body of [{ credit_top_up: 6 }, { credit_top_up: 5, name: 'renamed' }, { budgets: { requests: 1 } }]) {
+      const res = await topUp(orgId, key, body);
+      expect(res.status).toBe(422);
+      expect(res.body.error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'idempotency_key_reused',
+        param: 'Idempotency-Key',
+      });
+    }
+    const org = Organization.parse((await request(app).get(`/admin/v1/organizations/${orgId}`).set(auth)).body);
+    expect(org).toMatchObject({ name: 'Idem', credit: 15, budgets: { requests: 60 } });
+    // The same key on another organization is another record.
+    const other = await newOrg();
+    expect((await topUp(other, key, { credit_top_up: 6 })).body.credit).toBe(16);
+  });
+
+  it('refuses a key that is empty, too long or not printable ASCII: 400 naming the header', async () => {
+    const orgId = await newOrg();
+    for (const key of ['', 'x'.repeat(256), 'caf\u00e9', 'tab\there']) {
+      const res = await topUp(orgId, key, { credit_top_up: 5 });
+      expect([key.length, res.status]).toEqual([key.length, 400]);
+      expect(res.body.error).toMatchObject({ code: 'invalid_request', param: 'Idempotency-Key' });
+    }
+    expect((await topUp(orgId, 'x'.repeat(255), { credit_top_up: 5 })).status).toBe(200);
+    expect(await credit(orgId)).toBe(15);
+  });
+
+  it('answers 404 for an organization that does not exist, and keeps no record for it', async () => {
+    const key = randomUUID();
+    expect((await topUp('org_missing', key, { credit_top_up: 5 })).status).toBe(404);
+    const orgId = await newOrg();
+    expect((await topUp(orgId, key, { credit_top_up: 5 })).body.credit).toBe(15);
+  });
+});
+
 describe('keys and usage', () => {
   it('creates a working key shown once, lists it redacted, revokes it', async () => {
     const org = Organization.parse(
@@ -203,5 +287,85 @@ describe('keys and usage', () => {
     expect(usage.end - usage.start).toBe(3600);
     expect((await request(app).get(`/admin/v1/organizations/${org.id}/usage?minutes=0`).set(auth)).status).toBe(400);
     expect((await request(app).get('/admin/v1/organizations/nope/usage').set(auth)).status).toBe(404);
+  });
+});
+
+describe('a lost answer and a Redis that does not answer', () => {
+  // The gateway's own fail-fast connection (700 ms reply timeout, here 300), through a link the
+  // test breaks.
+  let link: TcpLink;
+  let linked: Redis;
+  let linkedApp: express.Express;
+
+  beforeAll(async () => {
+    link = await startTcpLink(6379);
+    linked = createRedis(`redis://127.0.0.1:${link.port}`, {
+      name: 'admin-link',
+      failFast: true,
+      commandTimeoutMs: 300,
+    });
+    linkedApp = express();
+    linkedApp.use(
+      ADMIN_BASE_PATH,
+      buildAdminRouter({ store: createAccountStore({ redis: linked, prefix }), adminToken: ADMIN_TOKEN }),
+    );
+    linkedApp.use(redisFailureAs503);
+    linkedApp.use(errorMiddleware(createLogger({ service: 'test', silent: true })));
+    await waitFor(() => linked.status === 'ready', 5_000);
+  });
+
+  afterAll(async () => {
+    linked.disconnect();
+    await link.close();
+  });
+
+  /** Breaks the link and waits for the client to have noticed and reconnected. */
+  async function cutAndReconnect(): Promise<void> {
+    link.cut();
+    await waitFor(() => linked.status !== 'ready', 5_000);
+    await waitFor(() => linked.status === 'ready', 5_000);
+  }
+
+  it('answers 503 service_unavailable with retry advice, never a 500', async () => {
+    link.dropReplies();
+    try {
+      for (const send of [
+        () => request(linkedApp).get('/admin/v1/organizations').set(auth),
+        () => request(linkedApp).patch('/admin/v1/organizations/org_x').set(auth).send({ credit_top_up: 1 }),
+        () => request(linkedApp).post('/admin/v1/organizations/org_x/keys').set(auth).send({}),
+      ]) {
+        const res = await send();
+        expect(res.status).toBe(503);
+        expect(res.body.error).toMatchObject({ type: 'server_error', code: 'service_unavailable' });
+        expect(res.headers['retry-after']).toBe('1');
+        expect(res.headers['x-should-retry']).toBe('true');
+      }
+    } finally {
+      await cutAndReconnect();
+    }
+  });
+
+  it('a top-up whose answer was lost is sent again with its Idempotency-Key and applied once', async () => {
+    const created = await request(linkedApp)
+      .post('/admin/v1/organizations')
+      .set(auth)
+      .send({ name: 'Lost', budgets: { requests: 60, input_tokens: 1000, output_tokens: 500 }, credit: 10 });
+    const orgId = Organization.parse(created.body).id;
+    const topUp = () =>
+      request(linkedApp)
+        .patch(`/admin/v1/organizations/${orgId}`)
+        .set(auth)
+        .set('Idempotency-Key', key)
+        .send({ credit_top_up: 5 });
+    const key = randomUUID();
+    link.dropReplies();
+    expect((await topUp()).status).toBe(503);
+    await cutAndReconnect();
+    // Redis applied it all the same.
+    expect(Number(await redis.hget(store.keys.org(orgId), 'credit'))).toBe(15);
+    const again = await topUp();
+    expect(again.status).toBe(200);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.body.credit).toBe(15);
   });
 });

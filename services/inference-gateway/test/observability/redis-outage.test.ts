@@ -15,6 +15,7 @@ import { catalogModels } from '../helpers/gateway-harness';
  * a second, /readyz fails, and the gateway serves again by itself once Redis is back.
  */
 const KEY = `tw-${'o'.repeat(43)}`;
+const ADMIN_TOKEN = 'outage-admin-token';
 let redisServer: PrivateRedis;
 let redis: Redis;
 let server: Server;
@@ -25,7 +26,13 @@ let catalog: CatalogStore;
 
 beforeAll(async () => {
   redisServer = await startPrivateRedis();
-  const env = { REDIS_URL: redisServer.url, DEV_API_KEY: KEY, ADMISSION_SLICES: 'false', AUTH_CACHE_TTL_MS: '0' };
+  const env = {
+    REDIS_URL: redisServer.url,
+    DEV_API_KEY: KEY,
+    ADMIN_TOKEN,
+    ADMISSION_SLICES: 'false',
+    AUTH_CACHE_TTL_MS: '0',
+  };
   const config = loadGatewayConfig({ env, argv: [] });
   const logger = createLogger({ service: 'outage-test', silent: true });
   catalog = new CatalogStore(
@@ -75,6 +82,28 @@ async function timedChat(): Promise<{
   return { status: res.status, ms: performance.now() - started, body };
 }
 
+/** The admin API: a read and a credit top-up. */
+async function adminCalls(): Promise<
+  Array<{ status: number; body: { error?: { code?: string } }; retry: string | null }>
+> {
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` };
+  const answers = await Promise.all([
+    fetch(`${baseUrl}/admin/v1/organizations`, { headers }),
+    fetch(`${baseUrl}/admin/v1/organizations/org_outage`, {
+      method: 'PATCH',
+      headers,
+      body: JSON.stringify({ credit_top_up: 1 }),
+    }),
+  ]);
+  return Promise.all(
+    answers.map(async (res) => ({
+      status: res.status,
+      body: (await res.json()) as { error?: { code?: string } },
+      retry: res.headers.get('retry-after'),
+    })),
+  );
+}
+
 async function readyStatus(): Promise<number> {
   return (await fetch(`${baseUrl}/readyz`)).status;
 }
@@ -106,7 +135,12 @@ describe('gateway during a Redis outage', () => {
     expect(Math.min(...times)).toBeLessThan(1000);
     expect(Math.max(...times)).toBeLessThan(2500);
     expect(await readyStatus()).toBe(503);
+    // The admin API too: a 503 to retry, never a 500.
+    for (const answer of await adminCalls()) {
+      expect(answer).toMatchObject({ status: 503, body: { error: { code: 'service_unavailable' } }, retry: '1' });
+    }
     await start();
     await recovers();
+    expect((await adminCalls()).map((answer) => answer.status)).toEqual([200, 404]);
   });
 });

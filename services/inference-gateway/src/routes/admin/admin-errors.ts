@@ -64,6 +64,27 @@ export function organizationExists(orgId: string): ServiceError {
   });
 }
 
+/** 400 `invalid_request` on `Idempotency-Key`: not 1-255 printable ASCII characters. */
+export function invalidIdempotencyKey(): ServiceError {
+  return new ServiceError({
+    status: 400,
+    code: 'invalid_request',
+    param: 'Idempotency-Key',
+    message: 'Idempotency-Key: must be 1-255 printable ASCII characters.',
+  });
+}
+
+/** 422 `idempotency_key_reused`: the key already made another update of this organization. */
+export function idempotencyKeyReused(): ServiceError {
+  return new ServiceError({
+    status: 422,
+    code: 'idempotency_key_reused',
+    param: 'Idempotency-Key',
+    message:
+      'This Idempotency-Key was used with another update of this organization within the last 24 hours. Use a new key for a new update.',
+  });
+}
+
 /** 403 `permission_denied`: an organization admin called an operator-only endpoint. */
 export function operatorOnlyEndpoint(): ServiceError {
   return new ServiceError({

@@ -34,7 +34,12 @@ const pathParam = (name: string, description: string) => ({
 });
 const ORG = pathParam('org_id', 'Organization id.');
 const KEY = pathParam('key_id', 'API key id.');
-const COMMON = { '401': error('Missing or wrong admin token, admin key or console session (no `code`).') };
+const COMMON = {
+  '401': error('Missing or wrong admin token, admin key or console session (no `code`).'),
+  '503': error(
+    'Redis is unreachable or did not answer in time (`service_unavailable`, `retry-after`): retry. A write may have been applied; send a credit top-up again with its `Idempotency-Key`.',
+  ),
+};
 const OPERATOR_ONLY = error('Operator-only: an organization admin called it (`permission_denied`).');
 const CSRF = 'Cookie-authenticated (console) calls must send `x-csrf-token`; 403 `csrf_failed` otherwise.';
 const NOT_FOUND = error('No such organization (`organization_not_found`) or key (`api_key_not_found`).');
@@ -107,13 +112,26 @@ export function adminOpenApi(): InferenceOpenApiOptions {
         responses: { '200': json('The organization.', 'Organization'), '404': NOT_FOUND },
       }),
       patch: op('updateOrganization', 'Update budgets, name, or top up credit', {
-        parameters: [ORG],
+        parameters: [
+          ORG,
+          {
+            name: 'Idempotency-Key',
+            in: 'header',
+            required: false,
+            description:
+              'Applies the update once: the same update sent again under the same key within 24 hours changes nothing and answers 200 with `idempotent-replayed: true` and the organization as it is now. Send one (a UUID) with every credit top-up, so a top-up whose answer was lost can be sent again. 1-255 printable ASCII characters.',
+            schema: { type: 'string', minLength: 1, maxLength: 255 },
+          },
+        ],
         requestBody: body('UpdateOrganizationRequest'),
         responses: {
-          '200': json('The updated organization.', 'Organization'),
+          '200': json('The updated organization (or, replayed, the organization as it is now).', 'Organization'),
           '400': INVALID,
           '403': OPERATOR_ONLY,
           '404': NOT_FOUND,
+          '422': error(
+            'The `Idempotency-Key` already made another update of this organization (`idempotency_key_reused`).',
+          ),
         },
       }),
       delete: op('deleteOrganization', 'Delete an organization and revoke its keys (operator-only)', {

@@ -9,11 +9,22 @@ import {
   type OrganizationUsage,
 } from '@tollway/contracts';
 import { operatorOnly, requireOrgAccess } from './admin-access';
-import { invalidAdminRequest, organizationExists, organizationNotFound } from './admin-errors';
+import {
+  idempotencyKeyReused,
+  invalidAdminRequest,
+  invalidIdempotencyKey,
+  organizationExists,
+  organizationNotFound,
+} from './admin-errors';
 import { organizationView } from './admin-views';
+
+/** An `Idempotency-Key`: printable ASCII, as Stripe's (a UUID, say), at most 255 characters. */
+const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
 
 /**
  * Organizations: create, list, get, update (budgets, credit top-up), delete; and their usage.
+ * An update sent with `Idempotency-Key` is applied once (AccountStore.updateOrganizationOnce), so
+ * a client whose connection broke, or that got a 503, may send a credit top-up again.
  * Organization admins may read their own organization and its usage; the rest is operator-only.
  */
 export function organizationsRoutes(store: AccountStore): Router {
@@ -49,10 +60,19 @@ export function organizationsRoutes(store: AccountStore): Router {
   router.patch('/organizations/:orgId', operatorOnly, async (req, res) => {
     const body = UpdateOrganizationRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
+    const idempotencyKey = req.get('idempotency-key') ?? null;
+    if (idempotencyKey !== null && !IDEMPOTENCY_KEY.test(idempotencyKey)) throw invalidIdempotencyKey();
     const { name, budgets, credit_top_up: creditTopUp } = body.data;
-    const org = await store.updateOrganization(req.params.orgId, { name, budgets, creditTopUp });
-    if (!org) throw organizationNotFound(req.params.orgId);
-    res.json(organizationView(org));
+    let updated;
+    try {
+      updated = await store.updateOrganizationOnce(req.params.orgId, { name, budgets, creditTopUp }, idempotencyKey);
+    } catch (err) {
+      if (err instanceof AccountError && err.reason === 'idempotency_key_reused') throw idempotencyKeyReused();
+      throw err;
+    }
+    if (!updated) throw organizationNotFound(req.params.orgId);
+    if (updated.replayed) res.set('idempotent-replayed', 'true');
+    res.json(organizationView(updated.organization));
   });
 
   router.delete('/organizations/:orgId', operatorOnly, async (req, res) => {
