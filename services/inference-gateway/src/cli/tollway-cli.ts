@@ -90,18 +90,37 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
     .option('--input-tokens <n>', 'input tokens per minute', integer)
     .option('--output-tokens <n>', 'output tokens per minute', integer)
     .option('--add-credit <usd>', 'credit to add, USD (negative to correct)', amount)
+    .option(
+      '--idempotency-key <key>',
+      'apply this update once: the same command again with the same key changes nothing (for a run whose answer was lost)',
+    )
     .action(
       async (
         orgId: string,
-        opts: { name?: string; requests?: number; inputTokens?: number; outputTokens?: number; addCredit?: number },
+        opts: {
+          name?: string;
+          requests?: number;
+          inputTokens?: number;
+          outputTokens?: number;
+          addCredit?: number;
+          idempotencyKey?: string;
+        },
       ) => {
         const budgets = { requests: opts.requests, input_tokens: opts.inputTokens, output_tokens: opts.outputTokens };
-        const org = await store.updateOrganization(orgId, {
+        const update = {
           name: opts.name,
           budgets: Object.fromEntries(Object.entries(budgets).filter(([, v]) => v !== undefined)),
           creditTopUp: opts.addCredit,
-        });
-        print(org ?? missingOrg(orgId));
+        };
+        let updated;
+        try {
+          updated = await store.updateOrganizationOnce(orgId, update, opts.idempotencyKey ?? null);
+        } catch (err) {
+          if (err instanceof AccountError && err.reason === 'idempotency_key_reused') throw new CliError(err.message);
+          throw err;
+        }
+        if (!updated) missingOrg(orgId);
+        print(updated.replayed ? { ...updated.organization, replayed: true } : updated.organization);
       },
     );
   orgs

@@ -77,6 +77,23 @@ describe('tollway CLI', () => {
     expect(results[8]).toMatchObject({ code: 1, err: expect.stringContaining('is not valid') });
   });
 
+  it('orgs update --idempotency-key applies an update once, and refuses another update under that key', async () => {
+    const org = await smallOrg('Idem');
+    const results = await run(
+      ['orgs', 'update', org.id, '--add-credit', '2', '--idempotency-key', 'topup-1'],
+      ['orgs', 'update', org.id, '--add-credit', '2', '--idempotency-key', 'topup-1'],
+      ['orgs', 'update', org.id, '--add-credit', '3', '--idempotency-key', 'topup-1'],
+      ['orgs', 'update', org.id, '--add-credit', '2', '--idempotency-key', 'topup-2'],
+    );
+    expect(json(results[0])).toMatchObject({ id: org.id, credit: 3 });
+    expect(json(results[0])).not.toHaveProperty('replayed');
+    expect(json(results[1])).toMatchObject({ id: org.id, credit: 3, replayed: true });
+    expect(results[2]).toMatchObject({ code: 1, out: '' });
+    expect(results[2]!.err).toContain('Idempotency-Key was used with another update');
+    expect(json(results[3])).toMatchObject({ credit: 5 });
+    expect((await store.getOrganization(org.id))?.credit).toBe(5);
+  });
+
   it('keys create prints a working key once; keys list redacts; keys revoke stops it', async () => {
     const org = await smallOrg('K');
     const [createdResult, listedResult] = await run(
