@@ -69,13 +69,17 @@ export class AccountStore {
     if (!ORG_ID_PATTERN.test(id)) throw new AccountError(`Organization id "${id}" is not valid.`, 'invalid_id');
     const created = Math.floor(this.now() / 1000);
     const { budgets } = input;
+    // Listed first, created second: if the call fails between the two (a lost answer, Redis gone),
+    // the index names an organization that does not exist, which listing skips, rather than an
+    // organization existing that no listing shows. (Two calls: the index is a global key, the
+    // organization lives in its own hash slot.)
+    await this.redis.sadd(this.keys.orgIndex(), id);
     const ok = await createOrgScript.run(
       this.redis,
       [this.keys.org(id)],
       [input.name, created, budgets.requests, budgets.input_tokens, budgets.output_tokens, input.credit],
     );
     if (ok !== 1) throw new AccountError(`Organization "${id}" already exists.`, 'conflict');
-    await this.redis.sadd(this.keys.orgIndex(), id);
     return { id, name: input.name, budgets: { ...budgets }, credit: input.credit, created };
   }
 

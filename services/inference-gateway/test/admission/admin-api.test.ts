@@ -345,6 +345,27 @@ describe('a lost answer and a Redis that does not answer', () => {
     }
   });
 
+  it('a create whose answer was lost leaves an organization listed if and only if it exists; sent again, it is created', async () => {
+    const id = `lost-${randomUUID()}`;
+    const create = () =>
+      request(linkedApp)
+        .post('/admin/v1/organizations')
+        .set(auth)
+        .send({ id, name: 'Lost create', budgets: { requests: 1, input_tokens: 1, output_tokens: 1 } });
+    link.dropReplies();
+    expect((await create()).status).toBe(503);
+    await cutAndReconnect();
+    const exists = (await request(app).get(`/admin/v1/organizations/${id}`).set(auth)).status === 200;
+    const listed = async () =>
+      OrganizationList.parse((await request(app).get('/admin/v1/organizations').set(auth)).body).data.filter(
+        (org) => org.id === id,
+      ).length;
+    expect([exists, await listed()]).toEqual([exists, exists ? 1 : 0]);
+    // Sent again with its id: created (or 409 if the first had been), and listed once.
+    expect([201, 409]).toContain((await create()).status);
+    expect(await listed()).toBe(1);
+  });
+
   it('a top-up whose answer was lost is sent again with its Idempotency-Key and applied once', async () => {
     const created = await request(linkedApp)
       .post('/admin/v1/organizations')
