@@ -82,7 +82,7 @@ async function timedChat(): Promise<{
   return { status: res.status, ms: performance.now() - started, body };
 }
 
-/** The admin API: a read and a credit top-up. */
+/** The admin API (a read and a credit top-up) and the console's sign-in. */
 async function adminCalls(): Promise<
   Array<{ status: number; body: { error?: { code?: string } }; retry: string | null }>
 > {
@@ -93,6 +93,11 @@ async function adminCalls(): Promise<
       method: 'PATCH',
       headers,
       body: JSON.stringify({ credit_top_up: 1 }),
+    }),
+    fetch(`${baseUrl}/console/api/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: 'not-the-admin-token' }),
     }),
   ]);
   return Promise.all(
@@ -135,12 +140,12 @@ describe('gateway during a Redis outage', () => {
     expect(Math.min(...times)).toBeLessThan(1000);
     expect(Math.max(...times)).toBeLessThan(2500);
     expect(await readyStatus()).toBe(503);
-    // The admin API too: a 503 to retry, never a 500.
+    // The admin API and the console too: a 503 to retry, never a 500.
     for (const answer of await adminCalls()) {
       expect(answer).toMatchObject({ status: 503, body: { error: { code: 'service_unavailable' } }, retry: '1' });
     }
     await start();
     await recovers();
-    expect((await adminCalls()).map((answer) => answer.status)).toEqual([200, 404]);
+    expect((await adminCalls()).map((answer) => answer.status)).toEqual([200, 404, 401]);
   });
 });
