@@ -43,15 +43,23 @@ export async function scriptCallsDuring(redis: Redis, marker: string, run: () =>
  * A MONITOR connection. On a busy server ioredis can mistake a monitored line arriving together
  * with MONITOR's own OK for a reply ("command queue state error"): the start then fails before
  * anything was counted, and is tried again. The same can happen as the connection closes, after
- * the counting: that error is ignored.
+ * the counting: that error is ignored. The connection is made here rather than by
+ * `redis.monitor()`, whose rejection leaves its connection open, in monitor mode and without an
+ * error listener, so the next monitored line threw out of its socket handler ("Unhandled error",
+ * a clean-clone CI run of 2026-11-25): a failed start is closed, and errors always have a listener.
  */
 async function startMonitor(redis: Redis): Promise<Redis> {
   for (let attempt = 1; ; attempt++) {
+    const monitor = redis.duplicate({ monitor: true, lazyConnect: false });
+    monitor.on('error', () => undefined);
     try {
-      const monitor = await redis.monitor();
-      monitor.on('error', () => undefined);
+      await new Promise<void>((resolve, reject) => {
+        monitor.once('monitoring', () => resolve());
+        monitor.once('error', reject);
+      });
       return monitor;
     } catch (err) {
+      monitor.disconnect();
       if (attempt >= 5) throw err;
     }
   }
