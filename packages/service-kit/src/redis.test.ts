@@ -38,7 +38,7 @@ async function incrAcrossABreak(redis: Redis): Promise<PromiseSettledResult<numb
   const incr = redis.incr(key);
   const outcome = Promise.allSettled([incr]).then(([settled]) => settled!);
   // Redis has run it once its count moved; then the connection breaks.
-  for (let i = 0; i < 100 && (await direct.get(key)) !== '1'; i += 1) {
+  for (let i = 0; i < 500 && (await direct.get(key)) !== '1'; i += 1) {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   expect(await direct.get(key)).toBe('1');

@@ -291,8 +291,8 @@ describe('keys and usage', () => {
 });
 
 describe('a lost answer and a Redis that does not answer', () => {
-  // The gateway's own fail-fast connection (700 ms reply timeout, here 300), through a link the
-  // test breaks.
+  // The gateway's own fail-fast connection (700 ms reply timeout; 1000 here, so a loaded machine
+  // does not time out the calls the test does not break), through a link the test breaks.
   let link: TcpLink;
   let linked: Redis;
   let linkedApp: express.Express;
@@ -302,7 +302,7 @@ describe('a lost answer and a Redis that does not answer', () => {
     linked = createRedis(`redis://127.0.0.1:${link.port}`, {
       name: 'admin-link',
       failFast: true,
-      commandTimeoutMs: 300,
+      commandTimeoutMs: 1000,
     });
     linkedApp = express();
     linkedApp.use(
