@@ -47,6 +47,13 @@ export class AccountError extends Error {
 /** How long an organization update's idempotency record is kept: a day, as Stripe keeps its keys. */
 export const IDEMPOTENCY_RECORD_SECONDS = 24 * 60 * 60;
 
+function idempotencyKeyReused(): AccountError {
+  return new AccountError(
+    'This Idempotency-Key was used with another request for this organization.',
+    'idempotency_key_reused',
+  );
+}
+
 function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
@@ -65,22 +72,61 @@ export class AccountStore {
 
   /** Creates an organization; throws AccountError `conflict` when the id is taken. */
   async createOrganization(input: NewOrganization): Promise<Organization> {
-    const id = input.id ?? `org_${randomBytes(9).toString('base64url').replace(/[-_]/g, 'x')}`;
+    const created = await this.createOrganizationOnce(input, null);
+    return created!.organization;
+  }
+
+  /**
+   * Creates an organization once per `idempotencyKey` (null: every call creates). Without an
+   * `id`, the key names the organization (`org_` and 12 characters of its SHA-256), so the same
+   * create sent again finds the one it made: within IDEMPOTENCY_RECORD_SECONDS it changes nothing
+   * and answers `replayed` with the organization as it is now (null if it was deleted since).
+   * Another request under that key throws AccountError `idempotency_key_reused`; an id taken by
+   * an organization made otherwise, `conflict`.
+   */
+  async createOrganizationOnce(
+    input: NewOrganization,
+    idempotencyKey: string | null,
+  ): Promise<{ organization: Organization; replayed: boolean } | null> {
+    const id =
+      input.id ??
+      `org_${(idempotencyKey === null ? randomBytes(9) : createHash('sha256').update(`org:${idempotencyKey}`).digest())
+        .toString('base64url')
+        .slice(0, 12)
+        .replace(/[-_]/g, 'x')}`;
     if (!ORG_ID_PATTERN.test(id)) throw new AccountError(`Organization id "${id}" is not valid.`, 'invalid_id');
     const created = Math.floor(this.now() / 1000);
     const { budgets } = input;
+    const keys = [this.keys.org(id)];
+    const args: Array<string | number> = [
+      input.name,
+      created,
+      budgets.requests,
+      budgets.input_tokens,
+      budgets.output_tokens,
+      input.credit,
+    ];
+    if (idempotencyKey !== null) {
+      const request = [input.id ?? null, input.name, budgets.requests, budgets.input_tokens, budgets.output_tokens];
+      keys.push(this.keys.idempotencyRecord(id, sha256Hex(idempotencyKey)));
+      args.push(sha256Hex(JSON.stringify(['create', ...request, input.credit])), IDEMPOTENCY_RECORD_SECONDS);
+    }
     // Listed first, created second: if the call fails between the two (a lost answer, Redis gone),
     // the index names an organization that does not exist, which listing skips, rather than an
     // organization existing that no listing shows. (Two calls: the index is a global key, the
     // organization lives in its own hash slot.)
     await this.redis.sadd(this.keys.orgIndex(), id);
-    const ok = await createOrgScript.run(
-      this.redis,
-      [this.keys.org(id)],
-      [input.name, created, budgets.requests, budgets.input_tokens, budgets.output_tokens, input.credit],
-    );
-    if (ok !== 1) throw new AccountError(`Organization "${id}" already exists.`, 'conflict');
-    return { id, name: input.name, budgets: { ...budgets }, credit: input.credit, created };
+    const outcome = await createOrgScript.run(this.redis, keys, args);
+    if (outcome === 3) throw idempotencyKeyReused();
+    if (outcome === 0) throw new AccountError(`Organization "${id}" already exists.`, 'conflict');
+    if (outcome === 2) {
+      const organization = await this.getOrganization(id);
+      return organization && { organization, replayed: true };
+    }
+    return {
+      organization: { id, name: input.name, budgets: { ...budgets }, credit: input.credit, created },
+      replayed: false,
+    };
   }
 
   /** One organization, or null. */
@@ -128,15 +174,10 @@ export class AccountStore {
     const args: Array<string | number> = [...fields];
     if (idempotencyKey !== null) {
       keys.push(this.keys.idempotencyRecord(orgId, sha256Hex(idempotencyKey)));
-      args.push(sha256Hex(JSON.stringify(fields)), IDEMPOTENCY_RECORD_SECONDS);
+      args.push(sha256Hex(JSON.stringify(['update', ...fields])), IDEMPOTENCY_RECORD_SECONDS);
     }
     const outcome = await updateOrgScript.run(this.redis, keys, args);
-    if (outcome === 3) {
-      throw new AccountError(
-        'This Idempotency-Key was used with another update of this organization.',
-        'idempotency_key_reused',
-      );
-    }
+    if (outcome === 3) throw idempotencyKeyReused();
     if (outcome !== 1 && outcome !== 2) return null;
     // Replicas holding quota slices of this organization give them back and admit afresh (again
     // on a replay: the first call's answer, and maybe this message, was lost).

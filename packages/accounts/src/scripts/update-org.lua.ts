@@ -1,3 +1,5 @@
+import { IDEMPOTENCY_RECORD_LUA } from './idempotency-record.lua';
+
 /**
  * Updates an existing organization; never creates one (so an update racing a delete is a no-op).
  * With an idempotency record (KEYS[2]) an update is applied once: the record, kept ARGV[7]
@@ -14,16 +16,11 @@
  * Returns  1 when updated, 0 when there is no such organization, 2 when the record holds this
  *          update (applied before: nothing changed now), 3 when it holds another update.
  */
-export const UPDATE_ORG_LUA = `
+export const UPDATE_ORG_LUA = `${IDEMPOTENCY_RECORD_LUA}
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if KEYS[2] then
-  local made = redis.call('GET', KEYS[2])
-  if made then
-    if made == ARGV[6] then return 2 end
-    return 3
-  end
-  redis.call('SET', KEYS[2], ARGV[6], 'EX', ARGV[7])
-end
+local before = made_before(ARGV[6])
+if before then return before end
+if KEYS[2] then redis.call('SET', KEYS[2], ARGV[6], 'EX', ARGV[7]) end
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'name', ARGV[1]) end
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'budget_requests', ARGV[2]) end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'budget_input_tokens', ARGV[3]) end

@@ -226,6 +226,86 @@ describe('credit top-ups with Idempotency-Key', () => {
   });
 });
 
+describe('creates with Idempotency-Key', () => {
+  const create = (key: string | null, body: object) => {
+    const req = request(app).post('/admin/v1/organizations').set(auth);
+    return (key === null ? req : req.set('Idempotency-Key', key)).send(body);
+  };
+  const acme = { name: 'Once', budgets: { requests: 60, input_tokens: 1000, output_tokens: 500 }, credit: 10 };
+  const listed = async (orgId: string) =>
+    OrganizationList.parse((await request(app).get('/admin/v1/organizations').set(auth)).body).data.filter(
+      (org) => org.id === orgId,
+    ).length;
+
+  it('creates once: the same create again answers the same organization, replayed', async () => {
+    const key = randomUUID();
+    const first = await create(key, acme);
+    expect(first.status).toBe(201);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    const org = Organization.parse(first.body);
+    // Credit moves meanwhile: the replay shows the organization as it is now.
+    await request(app).patch(`/admin/v1/organizations/${org.id}`).set(auth).send({ credit_top_up: 1 });
+    const again = await create(key, acme);
+    expect(again.status).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(Organization.parse(again.body)).toEqual({ ...org, credit: 11 });
+    expect(await listed(org.id)).toBe(1);
+    // Without a key, the same body makes another organization, as before.
+    expect(Organization.parse((await create(null, acme)).body).id).not.toBe(org.id);
+  });
+
+  it('creates one organization when the same create is sent 20 times at once', async () => {
+    const key = randomUUID();
+    const answers = await Promise.all(Array.from({ length: 20 }, () => create(key, acme)));
+    expect(answers.map((res) => res.status)).toEqual(Array(20).fill(201));
+    expect(new Set(answers.map((res) => res.body.id)).size).toBe(1);
+    expect(answers.filter((res) => res.headers['idempotent-replayed'] !== 'true')).toHaveLength(1);
+    expect(await listed(answers[0]!.body.id)).toBe(1);
+  });
+
+  it('refuses another request under the key (422), a taken id (409) and a bad key (400)', async () => {
+    const key = randomUUID();
+    const org = Organization.parse((await create(key, acme)).body);
+    for (const body of [
+      { ...acme, credit: 11 },
+      { ...acme, name: 'Other' },
+    ]) {
+      const res = await create(key, body);
+      expect([res.status, res.body.error.code]).toEqual([422, 'idempotency_key_reused']);
+    }
+    // The key's record is the organization's: an update under it is another request too.
+    const patch = await request(app)
+      .patch(`/admin/v1/organizations/${org.id}`)
+      .set(auth)
+      .set('Idempotency-Key', key)
+      .send({ credit_top_up: 1 });
+    expect([patch.status, patch.body.error.code]).toEqual([422, 'idempotency_key_reused']);
+    // An id given in the body: the key makes that create once; an id made otherwise stays 409.
+    const id = `named-${randomUUID()}`;
+    const named = { ...acme, id };
+    expect((await create(key + '-named', named)).status).toBe(201);
+    expect((await create(key + '-named', named)).headers['idempotent-replayed']).toBe('true');
+    const taken = await create(randomUUID(), named);
+    expect([taken.status, taken.body.error.code]).toEqual([409, 'organization_exists']);
+    const bad = await create('x'.repeat(256), acme);
+    expect([bad.status, bad.body.error.param]).toEqual([400, 'Idempotency-Key']);
+    expect(
+      OrganizationList.parse((await request(app).get('/admin/v1/organizations').set(auth)).body).data.filter(
+        (o) => o.id === org.id,
+      ),
+    ).toHaveLength(1);
+  });
+
+  it('answers 404 to a create sent again after its organization was deleted, and does not make it again', async () => {
+    const key = randomUUID();
+    const org = Organization.parse((await create(key, acme)).body);
+    await request(app).delete(`/admin/v1/organizations/${org.id}`).set(auth);
+    const again = await create(key, acme);
+    expect([again.status, again.body.error.code]).toEqual([404, 'organization_not_found']);
+    expect((await request(app).get(`/admin/v1/organizations/${org.id}`).set(auth)).status).toBe(404);
+  });
+});
+
 describe('keys and usage', () => {
   it('creates a working key shown once, lists it redacted, revokes it', async () => {
     const org = Organization.parse(
@@ -364,6 +444,26 @@ describe('a lost answer and a Redis that does not answer', () => {
     // Sent again with its id: created (or 409 if the first had been), and listed once.
     expect([201, 409]).toContain((await create()).status);
     expect(await listed()).toBe(1);
+  });
+
+  it('a create that got a 503 is sent again with its Idempotency-Key and made once', async () => {
+    const key = randomUUID();
+    const create = () =>
+      request(linkedApp)
+        .post('/admin/v1/organizations')
+        .set(auth)
+        .set('Idempotency-Key', key)
+        .send({ name: 'Lost once', budgets: { requests: 1, input_tokens: 1, output_tokens: 1 }, credit: 3 });
+    // Answers are lost from the first call on (the index's), so this create never went; the
+    // replay of one that went is the test above, and the same script path.
+    link.dropReplies();
+    expect((await create()).status).toBe(503);
+    await cutAndReconnect();
+    const again = await create();
+    expect(again.status).toBe(201);
+    const before = OrganizationList.parse((await request(app).get('/admin/v1/organizations').set(auth)).body);
+    expect(before.data.filter((org) => org.id === again.body.id)).toHaveLength(1);
+    expect(again.body).toMatchObject({ name: 'Lost once', credit: 3 });
   });
 
   it('a top-up whose answer was lost is sent again with its Idempotency-Key and applied once', async () => {

@@ -89,7 +89,7 @@ describe('tollway CLI', () => {
     expect(json(results[0])).not.toHaveProperty('replayed');
     expect(json(results[1])).toMatchObject({ id: org.id, credit: 3, replayed: true });
     expect(results[2]).toMatchObject({ code: 1, out: '' });
-    expect(results[2]!.err).toContain('Idempotency-Key was used with another update');
+    expect(results[2]!.err).toContain('Idempotency-Key was used with another request');
     expect(json(results[3])).toMatchObject({ credit: 5 });
     expect((await store.getOrganization(org.id))?.credit).toBe(5);
   });

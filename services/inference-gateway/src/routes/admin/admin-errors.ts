@@ -44,6 +44,16 @@ export function organizationNotFound(orgId: string): ServiceError {
   });
 }
 
+/** 404 `organization_not_found`: a create sent again under its `Idempotency-Key` after its organization was deleted. */
+export function idempotentlyCreatedOrganizationDeleted(): ServiceError {
+  return new ServiceError({
+    status: 404,
+    code: 'organization_not_found',
+    param: 'Idempotency-Key',
+    message: 'The organization this Idempotency-Key created has been deleted since.',
+  });
+}
+
 /** 404 `api_key_not_found`. */
 export function apiKeyNotFound(keyId: string): ServiceError {
   return new ServiceError({
@@ -74,14 +84,14 @@ export function invalidIdempotencyKey(): ServiceError {
   });
 }
 
-/** 422 `idempotency_key_reused`: the key already made another update of this organization. */
+/** 422 `idempotency_key_reused`: the key already made another request (create, update) for this organization. */
 export function idempotencyKeyReused(): ServiceError {
   return new ServiceError({
     status: 422,
     code: 'idempotency_key_reused',
     param: 'Idempotency-Key',
     message:
-      'This Idempotency-Key was used with another update of this organization within the last 24 hours. Use a new key for a new update.',
+      'This Idempotency-Key was used with another request for this organization within the last 24 hours. Use a new key for a new request.',
   });
 }
 

@@ -45,6 +45,21 @@ const CSRF = 'Cookie-authenticated (console) calls must send `x-csrf-token`; 403
 const NOT_FOUND = error('No such organization (`organization_not_found`) or key (`api_key_not_found`).');
 const INVALID = error('Body or query does not fit the schema (`invalid_request`, `param` names the field).');
 
+const REUSED_KEY = error(
+  'The `Idempotency-Key` already made another request for this organization (`idempotency_key_reused`).',
+);
+
+/** The optional `Idempotency-Key` header of a write that may be sent again. */
+function idempotencyKeyHeader(what: string) {
+  return {
+    name: 'Idempotency-Key',
+    in: 'header' as const,
+    required: false,
+    description: `${what} 1-255 printable ASCII characters.`,
+    schema: { type: 'string', minLength: 1, maxLength: 255 },
+  };
+}
+
 function op(operationId: string, summary: string, rest: Omit<OpenApiOperation, 'operationId' | 'summary' | 'tags'>) {
   const operation: OpenApiOperation = { operationId, summary, tags: ['admin'], ...rest };
   operation.responses = { ...operation.responses, ...COMMON };
@@ -93,12 +108,19 @@ export function adminOpenApi(): InferenceOpenApiOptions {
     [`${A}/organizations`]: {
       servers,
       post: op('createOrganization', 'Create an organization', {
+        parameters: [
+          idempotencyKeyHeader(
+            'Creates the organization once: without an `id`, the key names it, and the same create sent again under the same key within 24 hours changes nothing and answers 201 with `idempotent-replayed: true` and the organization as it is now.',
+          ),
+        ],
         requestBody: body('CreateOrganizationRequest'),
         responses: {
-          '201': json('The new organization.', 'Organization'),
+          '201': json('The new organization (or, replayed, the organization as it is now).', 'Organization'),
           '400': INVALID,
           '403': OPERATOR_ONLY,
+          '404': error('Replayed, but the organization the key created was deleted since (`organization_not_found`).'),
           '409': error('The id is taken (`organization_exists`).'),
+          '422': REUSED_KEY,
         },
       }),
       get: op('listOrganizations', 'List organizations (operator-only)', {
@@ -114,14 +136,9 @@ export function adminOpenApi(): InferenceOpenApiOptions {
       patch: op('updateOrganization', 'Update budgets, name, or top up credit', {
         parameters: [
           ORG,
-          {
-            name: 'Idempotency-Key',
-            in: 'header',
-            required: false,
-            description:
-              'Applies the update once: the same update sent again under the same key within 24 hours changes nothing and answers 200 with `idempotent-replayed: true` and the organization as it is now. Send one (a UUID) with every credit top-up, so a top-up whose answer was lost can be sent again. 1-255 printable ASCII characters.',
-            schema: { type: 'string', minLength: 1, maxLength: 255 },
-          },
+          idempotencyKeyHeader(
+            'Applies the update once: the same update sent again under the same key within 24 hours changes nothing and answers 200 with `idempotent-replayed: true` and the organization as it is now. Send one (a UUID) with every credit top-up, so a top-up whose answer was lost can be sent again.',
+          ),
         ],
         requestBody: body('UpdateOrganizationRequest'),
         responses: {
@@ -129,9 +146,7 @@ export function adminOpenApi(): InferenceOpenApiOptions {
           '400': INVALID,
           '403': OPERATOR_ONLY,
           '404': NOT_FOUND,
-          '422': error(
-            'The `Idempotency-Key` already made another update of this organization (`idempotency_key_reused`).',
-          ),
+          '422': REUSED_KEY,
         },
       }),
       delete: op('deleteOrganization', 'Delete an organization and revoke its keys (operator-only)', {

@@ -1,4 +1,4 @@
-import { Router } from 'express';
+import { Router, type Request } from 'express';
 import { AccountError, type AccountStore } from '@tollway/accounts';
 import {
   CreateOrganizationRequest,
@@ -10,6 +10,7 @@ import {
 } from '@tollway/contracts';
 import { operatorOnly, requireOrgAccess } from './admin-access';
 import {
+  idempotentlyCreatedOrganizationDeleted,
   idempotencyKeyReused,
   invalidAdminRequest,
   invalidIdempotencyKey,
@@ -21,10 +22,18 @@ import { organizationView } from './admin-views';
 /** An `Idempotency-Key`: printable ASCII, as Stripe's (a UUID, say), at most 255 characters. */
 const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
 
+/** The request's `Idempotency-Key`, null without one; 400 when it is not a valid one. */
+function readIdempotencyKey(req: Request): string | null {
+  const key = req.get('idempotency-key') ?? null;
+  if (key !== null && !IDEMPOTENCY_KEY.test(key)) throw invalidIdempotencyKey();
+  return key;
+}
+
 /**
  * Organizations: create, list, get, update (budgets, credit top-up), delete; and their usage.
- * An update sent with `Idempotency-Key` is applied once (AccountStore.updateOrganizationOnce), so
- * a client whose connection broke, or that got a 503, may send a credit top-up again.
+ * A create or an update sent with `Idempotency-Key` is made once (AccountStore's
+ * createOrganizationOnce and updateOrganizationOnce), so a client whose connection broke, or that
+ * got a 503, may send it again.
  * Organization admins may read their own organization and its usage; the rest is operator-only.
  */
 export function organizationsRoutes(store: AccountStore): Router {
@@ -34,13 +43,18 @@ export function organizationsRoutes(store: AccountStore): Router {
   router.post('/organizations', operatorOnly, async (req, res) => {
     const body = CreateOrganizationRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
+    const idempotencyKey = readIdempotencyKey(req);
+    let created;
     try {
-      const org = await store.createOrganization(body.data);
-      res.status(201).json(organizationView(org));
+      created = await store.createOrganizationOnce(body.data, idempotencyKey);
     } catch (err) {
       if (err instanceof AccountError && err.reason === 'conflict') throw organizationExists(body.data.id ?? '');
+      if (err instanceof AccountError && err.reason === 'idempotency_key_reused') throw idempotencyKeyReused();
       throw err;
     }
+    if (!created) throw idempotentlyCreatedOrganizationDeleted();
+    if (created.replayed) res.set('idempotent-replayed', 'true');
+    res.status(201).json(organizationView(created.organization));
   });
 
   router.get('/organizations', operatorOnly, async (_req, res) => {
@@ -60,8 +74,7 @@ export function organizationsRoutes(store: AccountStore): Router {
   router.patch('/organizations/:orgId', operatorOnly, async (req, res) => {
     const body = UpdateOrganizationRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
-    const idempotencyKey = req.get('idempotency-key') ?? null;
-    if (idempotencyKey !== null && !IDEMPOTENCY_KEY.test(idempotencyKey)) throw invalidIdempotencyKey();
+    const idempotencyKey = readIdempotencyKey(req);
     const { name, budgets, credit_top_up: creditTopUp } = body.data;
     let updated;
     try {
