@@ -10,8 +10,27 @@ import { readJsonBody } from './json-body';
 async function start(limits: Partial<HttpLimits>): Promise<{ server: Server; port: number }> {
   const server = createHttpServer(
     (req, res) => {
+      if (req.url === '/stream') {
+        // Headers at once, then the body in three pieces 60 ms apart.
+        req.resume();
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        let piece = 0;
+        const timer = setInterval(() => {
+          piece += 1;
+          if (piece < 3) res.write(`piece ${piece};`);
+          else {
+            clearInterval(timer);
+            res.end('piece 3');
+          }
+        }, 60);
+        res.on('close', () => clearInterval(timer));
+        return;
+      }
       readJsonBody(req, { maxBytes: 1 << 20, maxDepth: 16 }).then(
-        (body) => res.end(JSON.stringify({ body: body ?? null })),
+        async (body) => {
+          if (req.url === '/slow') await new Promise((r) => setTimeout(r, 150));
+          res.end(JSON.stringify({ body: body ?? null }));
+        },
         () => {
           res.statusCode = 400;
           res.end('{}');
@@ -71,6 +90,82 @@ describe('createHttpServer', () => {
     const exchange = await rawExchange(port, ['NOT-HTTP at all\r\n\r\n']);
     expect(exchange.status).toBe(400);
     expect(envelope(exchange.body).error.code).toBe('bad_request');
+  });
+
+  describe('bad bytes after a request the server is still answering', () => {
+    // HTTP/1.1 answers a connection's requests in order: an error written as soon as the parser
+    // fails would be read as the answer to the request before it, which the server did serve.
+    const statusLines = (text: string) => text.match(/HTTP\/1\.1 \d{3}/g) ?? [];
+
+    it('that request keeps its answer, and the 400 follows it', async () => {
+      const exchange = await rawExchange(port, [
+        'POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n{"a":1}NOT-HTTP at all\r\n\r\n',
+      ]);
+      expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
+      expect(exchange.body).toContain('{"body":{"a":1}}');
+      expect(exchange.text).toContain('"code":"bad_request"');
+      expect(exchange.ended).toBe('closed');
+    });
+
+    it('two pipelined requests are both answered, in order, before the 400', async () => {
+      const request = (n: number) => `POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n{"n":${n}}`;
+      const exchange = await rawExchange(port, [`${request(1)}${request(2)}GARBAGE\r\n\r\n`]);
+      expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 200', 'HTTP/1.1 400']);
+      expect(exchange.text.indexOf('{"n":1}')).toBeLessThan(exchange.text.indexOf('{"n":2}'));
+      expect(exchange.ended).toBe('closed');
+    });
+
+    it('a response already streaming is finished whole before the 400', async () => {
+      const exchange = await rawExchange(port, ['GET /stream HTTP/1.1\r\nHost: x\r\n\r\n', 'NOT-HTTP at all\r\n\r\n'], {
+        gapMs: 30,
+      });
+      expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
+      expect(exchange.text).toContain('piece 3');
+      expect(exchange.text.indexOf('piece 3')).toBeLessThan(exchange.text.indexOf('HTTP/1.1 400'));
+    });
+
+    it('an Upgrade request after it gets its 400 after that answer', async () => {
+      const exchange = await rawExchange(port, [
+        'POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\n\r\n{"a":1}' +
+          'GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n',
+      ]);
+      expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
+      expect(exchange.text).toContain('"code":"upgrade_not_supported"');
+    });
+
+    it('after a request that closes the connection, its answer is the last thing sent', async () => {
+      for (const version of ['HTTP/1.0', 'HTTP/2.0']) {
+        const exchange = await rawExchange(port, [
+          `POST /slow ${version}\r\nHost: x\r\nContent-Length: 7\r\n\r\n{"a":1}NOT-HTTP at all\r\n\r\n`,
+        ]);
+        expect(statusLines(exchange.text.replace('HTTP/1.0', 'HTTP/1.1'))).toEqual(['HTTP/1.1 200']);
+        expect(exchange.body).toBe('{"body":{"a":1}}');
+        expect(exchange.ended).toBe('closed');
+      }
+    });
+
+    it('bad bytes inside the request itself still get the 400 at once', async () => {
+      const exchange = await rawExchange(port, [
+        'POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n{}\r\n0\r\n\r\n',
+      ]);
+      expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 400']);
+      expect(exchange.ended).toBe('closed');
+    });
+
+    it('a client that leaves while the answer is pending leaves nothing behind', async () => {
+      const socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      socket.write('POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}GARBAGE\r\n\r\n');
+      await new Promise((r) => setTimeout(r, 30));
+      socket.destroy();
+      await new Promise((r) => setTimeout(r, 250));
+      const connections = await new Promise<number>((resolve, reject) =>
+        server.getConnections((err, n) => (err ? reject(err) : resolve(n))),
+      );
+      expect(connections).toBe(0);
+      const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: '{"b":2}' });
+      expect(await res.json()).toEqual({ body: { b: 2 } });
+    });
   });
 
   it('CONNECT gets 405 and Upgrade gets 400, each with a body', async () => {

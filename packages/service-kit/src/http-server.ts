@@ -120,7 +120,21 @@ function clientErrorAnswer(err: NodeJS.ErrnoException): [number, string, string]
   }
 }
 
-/** Writes one error response straight to the socket (no response object exists here) and closes. */
+/** What node keeps on a server socket: the response it is writing (the first of those pending). */
+interface ServerSocket extends Duplex {
+  _httpMessage?: ServerResponse | null;
+}
+
+/** Sockets whose error answer is written or waiting: a parser that failed fails again on every later read. */
+const answeredWithError = new WeakSet<Duplex>();
+
+/**
+ * Writes one error response straight to the socket (no response object exists here) and closes,
+ * once every request that came whole before the bad bytes has its answer. HTTP/1.1 answers a
+ * connection's requests in order, so an error written as soon as the parser fails would be read as
+ * the answer to the request before it (pipelined, or still being served), which the server did
+ * serve: a deletion or a billed completion answered 400.
+ */
 function closeWith(
   socket: Duplex,
   status: number,
@@ -128,9 +142,40 @@ function closeWith(
   message: string,
   extra: Record<string, string> = {},
 ): void {
+  if (answeredWithError.has(socket)) return;
+  answeredWithError.add(socket);
+  afterEarlierAnswers(socket as ServerSocket, () =>
+    writeAndClose(socket as ServerSocket, status, code, message, extra),
+  );
+}
+
+/**
+ * Runs `then` once no request that arrived whole is still being answered on `socket`. Node
+ * answers a connection's requests one at a time: `_httpMessage` is the one being written, the
+ * others wait behind it, and each takes the socket when the one before finishes. Reading stops
+ * meanwhile (the parser has failed; what follows is not read).
+ */
+function afterEarlierAnswers(socket: ServerSocket, then: () => void): void {
+  const answering = socket._httpMessage;
+  if (socket.destroyed || !answering || answering.writableFinished || answering.destroyed || !answering.req?.complete) {
+    then();
+    return;
+  }
+  socket.pause();
+  // 'close' comes after node has handed the socket to the next answer, or ended it.
+  answering.once('close', () => afterEarlierAnswers(socket, then));
+}
+
+function writeAndClose(
+  socket: ServerSocket,
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, string>,
+): void {
   if (socket.destroyed || !socket.writable) return;
   // A socket that already sent part of a response cannot take another status line.
-  if ((socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
+  if (socket._httpMessage?.headersSent) {
     socket.destroy();
     return;
   }

@@ -177,6 +177,23 @@ describe('gateway hardening', () => {
       expect(short.ended).toBe('closed');
     });
 
+    it('a completion followed by garbage on its connection keeps its answer; the 400 comes after it', async () => {
+      // HTTP/1.1 answers in order: a 400 written when the parser failed would read as the answer
+      // to the completion, which was served (and billed).
+      const statusLines = (text: string) => text.match(/HTTP\/1\.1 \d{3}/g) ?? [];
+      for (const stream of [false, true]) {
+        const body = JSON.stringify({ model: 'tollway/sim-chat', messages: hi, max_tokens: 4, stream });
+        const head = `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_KEY}\r\n`;
+        const exchange = await rawExchange(port, [
+          `${head}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}NOT-HTTP\r\n\r\n`,
+        ]);
+        expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
+        const answer = exchange.text.slice(0, exchange.text.indexOf('HTTP/1.1 400'));
+        expect(answer).toContain(stream ? 'data: [DONE]' : '"finish_reason"');
+        expect(exchange.ended).toBe('closed');
+      }
+    });
+
     it('CONNECT gets 405 and TRACE gets 404, each with a body', async () => {
       const connect = await rawExchange(port, ['CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n']);
       expect(connect.status).toBe(405);

@@ -140,3 +140,30 @@ describe('decoding', () => {
     expect(JSON.parse(trace.body)).toMatchObject({ error: { code: 'not_found' } });
   });
 });
+
+describe('bad bytes after a request on the same connection', () => {
+  // Found by `pnpm fuzz --seed 59` (case sessions:477): a DELETE pipelined behind itself with
+  // "HTTP/2.0" in its request line was applied, but the client read a 400 for it.
+  const statusLines = (text: string) => text.match(/HTTP\/1\.1 \d{3}/g) ?? [];
+  const fresh = async () => (await request(api.app).post('/sessions').send({})).body.session_id as string;
+
+  it('a DELETE followed by garbage is answered 204, then 400, and the session is gone', async () => {
+    const port = (server.server.address() as AddressInfo).port;
+    const id = await fresh();
+    const exchange = await rawExchange(port, [
+      `DELETE /sessions/${id} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nNOT-HTTP at all\r\n\r\n`,
+    ]);
+    expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 204', 'HTTP/1.1 400']);
+    expect((await fetch(`${server.url}/sessions/${id}`)).status).toBe(404);
+  });
+
+  it('the fuzz case: a DELETE in "HTTP/2.0" sent twice in one write gets its 204, the last thing sent', async () => {
+    const port = (server.server.address() as AddressInfo).port;
+    const id = await fresh();
+    const one = `DELETE /sessions/${id} HTTP/2.0\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`;
+    const exchange = await rawExchange(port, [one + one]);
+    expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 204']);
+    expect(exchange.ended).toBe('closed');
+    expect((await fetch(`${server.url}/sessions/${id}`)).status).toBe(404);
+  });
+});
