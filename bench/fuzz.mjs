@@ -5,7 +5,7 @@
  *   pnpm fuzz [--cases 20000] [--seed N] [--batch 200] [--case gateway:123] [--skip 'hostile engine, stream']
  *
  * Half the cases go to each service, in rounds of `--batch` per service; after each round both
- * services are probed, their RSS read and the session ledger checked (see Campaign). A crashed
+ * services are probed, their RSS read, and the session and billing ledgers checked (see Campaign). A crashed
  * service is started again and counted. Prints every finding (seed and case index replay it with
  * `--case`), writes them to bench/results/fuzz-<seed>.jsonl, and ends with the line
  * `N sent, N 4xx, N 5xx, N crashes, N hangs` and the RSS peaks. Exits 1 when anything broke a rule.
@@ -126,6 +126,7 @@ async function main() {
     console.log(
       `RSS peak: gateway ${mib(platform.gateway.peakRss)}, sessions (API + embedded worker) ${mib(platform.sessions.peakRss)}`,
     );
+    console.log(`billing: ${campaign.billing.summary()}`);
     console.log(campaign.summaryLine());
     await platform.stop();
     process.exitCode = campaign.findings.length > 0 ? 1 : 0;

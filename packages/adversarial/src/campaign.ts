@@ -3,6 +3,7 @@ import { HOSTILE_BEHAVIOURS, hostileModelId, type HostileBehaviour } from './hos
 import { judgeAnswer, verdictOf, type Problem } from './oracles';
 import type { Platform } from './platform';
 import { sendRaw, type Outcome } from './raw-http';
+import { BillingLedger } from './billing-ledger';
 import { SessionLedger } from './session-ledger';
 
 /** Limits a campaign holds the services to. */
@@ -60,6 +61,7 @@ export class Campaign {
   };
   readonly findings: Finding[] = [];
   readonly ledger: SessionLedger;
+  readonly billing: BillingLedger;
   private exitsSeen = { gateway: 0, sessions: 0 };
   private readonly restarting = new Map<ServiceName, Promise<void>>();
 
@@ -68,6 +70,7 @@ export class Campaign {
     readonly limits: CampaignLimits,
   ) {
     this.ledger = new SessionLedger(() => platform.sessions.port, platform.context.orgKey);
+    this.billing = new BillingLedger(() => platform.gateway.port, platform.context.adminToken, platform.context.orgId);
   }
 
   /** Sends one case and returns what it broke (also kept in `findings`). */
@@ -78,6 +81,7 @@ export class Campaign {
     const ctx = { ...this.platform.context, port: service.port, sessionId, hostileModel };
     const outcome = await sendRaw(ctx.host, service.port, encodeCase(c, ctx), this.limits.caseTimeoutMs);
     this.ledger.record(c, fill(c.target, ctx), outcome, origin, ctx);
+    this.billing.record(c, outcome);
     this.count(c, outcome);
     const problems = judgeAnswer(c, outcome);
     problems.push(...(await this.crashes()));
@@ -94,10 +98,14 @@ export class Campaign {
   }
 
   /**
-   * Health probes, RSS and (with `ledger`, only while no session case is in flight) the session
-   * ledger; run every batch of cases and at the end.
+   * Health probes, RSS, (with `ledger`, only while no session case is in flight) the session
+   * ledger and (with `billing`, only while no gateway case is in flight) the billing ledger; run
+   * every batch of cases and at the end.
    */
-  async checkpoint(origin: string, { ledger = true }: { ledger?: boolean } = {}): Promise<Problem[]> {
+  async checkpoint(
+    origin: string,
+    { ledger = true, billing = true }: { ledger?: boolean; billing?: boolean } = {},
+  ): Promise<Problem[]> {
     const problems: Problem[] = [...(await this.crashes())];
     for (const name of ['gateway', 'sessions'] as const) {
       const service = this.platform.service(name);
@@ -118,6 +126,12 @@ export class Campaign {
         ...(await this.ledger
           .check(this.limits.settleMs)
           .catch((err: Error) => [{ rule: 'consistency' as const, detail: `ledger check failed: ${err.message}` }])),
+      );
+    if (billing && this.platform.gateway.alive)
+      problems.push(
+        ...(await this.billing
+          .check(this.limits.settleMs)
+          .catch((err: Error) => [{ rule: 'billing' as const, detail: `billing check failed: ${err.message}` }])),
       );
     if (problems.length > 0)
       this.keep({ origin, request: '(checkpoint: the cases since the previous one)', outcome: '', problems });

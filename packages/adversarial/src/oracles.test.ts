@@ -1,32 +1,10 @@
+import { answerOf, CHAT_CASE } from './case-fixtures';
 import type { FuzzCase } from './fuzz-case';
 import { judgeAnswer } from './oracles';
 import type { Outcome } from './raw-http';
 
-const base: FuzzCase = {
-  service: 'gateway',
-  endpoint: 'POST /v1/chat/completions (JSON)',
-  mutations: [],
-  method: 'POST',
-  target: '/v1/chat/completions',
-  headers: [],
-  body: {},
-  framing: { kind: 'length' },
-  head: { version: 'HTTP/1.1', lineEnd: '\r\n', host: 'normal' },
-  pick: 0,
-  mustRefuse: false,
-};
-
-const answer = (status: number, body: unknown, contentType = 'application/json'): Outcome => {
-  const bytes = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
-  return {
-    kind: 'response',
-    status,
-    headers: { 'content-type': contentType },
-    body: bytes,
-    bodyBytes: bytes.length,
-    ms: 1,
-  };
-};
+const base = CHAT_CASE;
+const answer = answerOf;
 const rules = (c: FuzzCase, outcome: Outcome) => judgeAnswer(c, outcome).map((p) => p.rule);
 const envelope = { error: { message: 'm', type: 'invalid_request_error', param: null, code: 'invalid_json' } };
 

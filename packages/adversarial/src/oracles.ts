@@ -8,7 +8,17 @@ export type Verdict = '2xx' | '3xx' | '4xx' | '5xx' | 'upstream' | 'closed' | 'h
 
 /** A broken rule, in words. */
 export interface Problem {
-  rule: 'status' | 'shape' | 'hang' | 'refusal' | 'crash' | 'liveness' | 'memory' | 'consistency' | 'request-id';
+  rule:
+    | 'status'
+    | 'shape'
+    | 'hang'
+    | 'refusal'
+    | 'crash'
+    | 'liveness'
+    | 'memory'
+    | 'consistency'
+    | 'billing'
+    | 'request-id';
   detail: string;
 }
 

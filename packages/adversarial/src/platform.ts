@@ -131,7 +131,8 @@ export interface PlatformOptions {
  * Both built services on free ports over one Redis prefix: the gateway (shipped catalog of
  * simulated engines, admin API on), the session API with an embedded worker calling that gateway,
  * an organization with an API key made through the admin API, a second ("victim") organization
- * that the admin mutations may rename, drain or delete, and a local webhook sink.
+ * that the admin mutations may rename, drain or delete, a third whose key the session service's
+ * agents call the gateway with, and a local webhook sink.
  */
 export class Platform {
   readonly prefix: string;
@@ -208,6 +209,9 @@ export class Platform {
     this.adminToken = adminToken;
     const org = await this.createOrg('adversarial');
     const victim = await this.createOrg('adversarial victim');
+    // The agents' model calls bill an organization of their own: the fuzz organization's usage is
+    // then the fuzz cases' alone, which the billing ledger checks.
+    const agents = await this.createOrg('adversarial agents');
 
     const sessionsPort = await freePort();
     this.sessions = new ServiceProcess(
@@ -221,7 +225,7 @@ export class Platform {
         MAX_SESSIONS: '1000000',
         WORKER_CONCURRENCY: '2',
         GATEWAY_BASE_URL: `http://${HOST}:${gatewayPort}/v1`,
-        GATEWAY_API_KEY: org.key,
+        GATEWAY_API_KEY: agents.key,
         AGENT_MAX_MODEL_TRIES: '1',
         // The sink is on loopback, which the address policy refuses unless allowed: allowed, so
         // deliveries really run and a hostile token or URL reaches the code that sends it.

@@ -69,10 +69,13 @@ describe('adversarial requests against the built gateway and session service', (
       const property = fc.asyncProperty(caseArbitrary(service), async (c) => {
         const { problems } = await campaign.run(c, `FUZZ_SEED=${config.seed}`);
         count += 1;
-        // Only the session lane checks the ledger: it is paused then, so no session case is in flight.
+        // Each lane checks its own ledger: it is paused then, so none of its cases is in flight.
         if (count % CHECKPOINT_EVERY === 0)
           problems.push(
-            ...(await campaign.checkpoint(`after ${count} ${service} cases`, { ledger: service === 'sessions' })),
+            ...(await campaign.checkpoint(`after ${count} ${service} cases`, {
+              ledger: service === 'sessions',
+              billing: service === 'gateway',
+            })),
           );
         if (problems.length > 0) throw new Error(`${campaign.findings.at(-1)?.request}\n${report(problems)}`);
       });
@@ -101,11 +104,11 @@ describe('adversarial requests against the built gateway and session service', (
     if (failures.length > 0) throw new Error(failures.join('\n\n'));
   }, 180_000);
 
-  it('keeps both services alive and under the RSS limit, and loses no session, message or turn', async () => {
+  it('keeps both services alive and under the RSS limit, loses no session, message or turn, and bills each completion once', async () => {
     const problems = await campaign.checkpoint('end of run');
     expect(report(problems)).toBe('');
     process.stderr.write(
-      `adversarial: peak RSS gateway ${(platform!.gateway.peakRss / 2 ** 20).toFixed(0)} MiB, sessions ${(platform!.sessions.peakRss / 2 ** 20).toFixed(0)} MiB; ${campaign.ledger.size} sessions held\n`,
+      `adversarial: peak RSS gateway ${(platform!.gateway.peakRss / 2 ** 20).toFixed(0)} MiB, sessions ${(platform!.sessions.peakRss / 2 ** 20).toFixed(0)} MiB; ${campaign.ledger.size} sessions held; ${campaign.billing.summary()}\n`,
     );
   }, 60_000);
 });
