@@ -46,6 +46,11 @@ export class BillingLedger {
     if (c.framing.kind === 'pipelined' && mayComplete(c)) this.unseen += c.framing.copies;
   }
 
+  /** Counts completions a test served on the fuzz organization's key outside the cases. */
+  noteServed(count: number): void {
+    this.served += count;
+  }
+
   /**
    * Waits up to `settleMs` for the usage to reach the completions seen (settlements go out in
    * batches, a second apart for usage), then compares.

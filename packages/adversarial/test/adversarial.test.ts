@@ -8,6 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import * as fc from 'fast-check';
+import { rawExchange } from '@tollway/service-kit/testing';
 import {
   Campaign,
   ISSUE_REPRODUCTIONS,
@@ -60,6 +61,89 @@ describe('adversarial requests against the built gateway and session service', (
       expect(outcome.kind === 'response' ? outcome.status : outcome.kind).toBeLessThan(500);
     },
   );
+
+  describe('bad bytes after good requests on one connection (HTTP/1.1 answers in order)', () => {
+    // Found by `pnpm fuzz --seed 59`: the error answer to bad bytes was written as soon as the
+    // parser failed, so a client read it as the answer to the request before, which was served.
+    interface Good {
+      head: (id: string) => string;
+      /** Bills the fuzz organization one completion. */
+      bills: boolean;
+    }
+    const request = (method: string, path: string, auth: string, body?: string) => (id: string) =>
+      `${method} ${path} HTTP/1.1\r\nHost: x\r\nX-Request-Id: ${id}\r\n` +
+      (auth ? `Authorization: Bearer ${auth}\r\n` : '') +
+      (body === undefined
+        ? '\r\n'
+        : `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    const chatBody = (stream: boolean) =>
+      JSON.stringify({ model: 'tollway/sim-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3, stream });
+    const goods = (service: ServiceName): Good[] => {
+      const key = platform!.context.orgKey;
+      return service === 'gateway'
+        ? [
+            { head: request('GET', '/v1/models', key), bills: false },
+            { head: request('GET', '/healthz', ''), bills: false },
+            { head: request('POST', '/v1/chat/completions', key, chatBody(false)), bills: true },
+            { head: request('POST', '/v1/chat/completions', key, chatBody(true)), bills: true },
+          ]
+        : [
+            { head: request('GET', '/sessions', key), bills: false },
+            { head: request('GET', '/health', key), bills: false },
+            { head: request('POST', '/sessions', key, '{}'), bills: false },
+          ];
+    };
+    /** What may follow: each is refused with a 4xx in the envelope, then the connection closes. */
+    const tails = (service: ServiceName): Array<[string, number]> => [
+      ['NOT-HTTP at all\r\n\r\n', 400],
+      ['GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n', 400],
+      ['CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n', 405],
+      // A body that breaks the chunked framing, sent where the route reads the body before answering.
+      [
+        `POST ${service === 'gateway' ? '/v1/chat/completions' : '/sessions'} HTTP/1.1\r\nHost: x\r\n` +
+          `Authorization: Bearer ${platform!.context.orgKey}\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n{}\r\n0\r\n\r\n`,
+        400,
+      ],
+    ];
+
+    it.each(['gateway', 'sessions'] as const)(
+      '%s: every good request is answered, in order, then the refusal',
+      async (service) => {
+        const port = platform!.service(service).port;
+        let run = 0;
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(fc.nat(goods(service).length - 1), { minLength: 1, maxLength: 4 }),
+            fc.nat(tails(service).length - 1),
+            fc.double({ min: 0, max: 1, noNaN: true }),
+            async (picks, tailAt, cutAt) => {
+              run += 1;
+              const chosen = picks.map((i) => goods(service)[i] as Good);
+              const ids = chosen.map((_, i) => `order-${run}-${i}`);
+              const [tail, tailStatus] = tails(service)[tailAt] as [string, number];
+              const bytes = Buffer.from(chosen.map((g, i) => g.head(ids[i] as string)).join('') + tail);
+              // The same bytes in one write or in two, cut anywhere.
+              const cut = Math.floor(cutAt * bytes.length);
+              const parts = cut > 0 && cut < bytes.length ? [bytes.subarray(0, cut), bytes.subarray(cut)] : [bytes];
+              const exchange = await rawExchange(port, parts, { waitMs: 10_000, gapMs: 5 });
+              campaign.billing.noteServed(chosen.filter((g) => g.bills).length);
+              const statuses = [...exchange.text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+              const answeredIds = [...exchange.text.matchAll(/^x-request-id: (\S+)\r$/gim)].map((m) => m[1]);
+              expect(exchange.ended).toBe('closed');
+              expect(statuses.slice(0, -1).every((s) => s >= 200 && s < 300)).toBe(true);
+              expect(statuses).toHaveLength(chosen.length + 1);
+              expect(statuses.at(-1)).toBe(tailStatus);
+              expect(answeredIds.slice(0, chosen.length)).toEqual(ids);
+              const refusal = exchange.text.slice(exchange.text.lastIndexOf('\r\n\r\n') + 4);
+              expect(JSON.parse(refusal)).toMatchObject({ error: { code: expect.any(String) } });
+            },
+          ),
+          { numRuns: 40, seed: config.seed },
+        );
+      },
+      120_000,
+    );
+  });
 
   it('answers every mutated request below 500, in the error shape, with no crash or hang', async () => {
     const lane = async (service: ServiceName) => {

@@ -10,6 +10,12 @@ import { readJsonBody } from './json-body';
 async function start(limits: Partial<HttpLimits>): Promise<{ server: Server; port: number }> {
   const server = createHttpServer(
     (req, res) => {
+      if (req.url === '/now') {
+        // Answered in the request's own turn, before the parser reads what follows it.
+        req.resume();
+        res.end('{"now":true}');
+        return;
+      }
       if (req.url === '/stream') {
         // Headers at once, then the body in three pieces 60 ms apart.
         req.resume();
@@ -104,6 +110,13 @@ describe('createHttpServer', () => {
       expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
       expect(exchange.body).toContain('{"body":{"a":1}}');
       expect(exchange.text).toContain('"code":"bad_request"');
+      expect(exchange.ended).toBe('closed');
+    });
+
+    it('an answer written at once, before the parser reached the bad bytes, is followed by the 400 too', async () => {
+      const exchange = await rawExchange(port, ['GET /now HTTP/1.1\r\nHost: x\r\n\r\nNOT-HTTP at all\r\n\r\n']);
+      expect(statusLines(exchange.text)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
+      expect(exchange.text).toContain('{"now":true}');
       expect(exchange.ended).toBe('closed');
     });
 

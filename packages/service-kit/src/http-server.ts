@@ -153,11 +153,13 @@ function closeWith(
  * Runs `then` once no request that arrived whole is still being answered on `socket`. Node
  * answers a connection's requests one at a time: `_httpMessage` is the one being written, the
  * others wait behind it, and each takes the socket when the one before finishes. Reading stops
- * meanwhile (the parser has failed; what follows is not read).
+ * meanwhile (the parser has failed; what follows is not read). An answer written at once, in the
+ * request's own turn before the parser reached the bad bytes, is still the socket's until its
+ * 'finish' has run, even with all its bytes out: it is waited for too (its 'close' follows).
  */
 function afterEarlierAnswers(socket: ServerSocket, then: () => void): void {
   const answering = socket._httpMessage;
-  if (socket.destroyed || !answering || answering.writableFinished || answering.destroyed || !answering.req?.complete) {
+  if (socket.destroyed || !answering || answering.destroyed || !answering.req?.complete) {
     then();
     return;
   }
