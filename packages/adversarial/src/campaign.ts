@@ -1,9 +1,10 @@
 import { describeCase, encodeCase, fill, type FuzzCase, type ServiceName } from './fuzz-case';
-import { HOSTILE_BEHAVIOURS, hostileModelId, type HostileBehaviour } from './hostile-engine';
+import { HOSTILE_BEHAVIOURS, hostileModelId, isHostileModel, type HostileBehaviour } from './hostile-engine';
 import { judgeAnswer, verdictOf, type Problem } from './oracles';
 import type { Platform } from './platform';
 import { sendRaw, type Outcome } from './raw-http';
 import { BillingLedger } from './billing-ledger';
+import { checkNothingHeld } from './gateway-holds';
 import { SessionLedger } from './session-ledger';
 
 /** Limits a campaign holds the services to. */
@@ -133,6 +134,17 @@ export class Campaign {
           .check(this.limits.settleMs)
           .catch((err: Error) => [{ rule: 'billing' as const, detail: `billing check failed: ${err.message}` }])),
       );
+    if (billing && this.platform.gateway.alive) {
+      // With the session lane paused too (and, after the ledger's wait, no turn running), no request
+      // at all is in flight; else only the hostile models, which serve fuzz cases alone, are idle.
+      const everything = ledger && this.platform.sessions.alive;
+      problems.push(
+        ...(await checkNothingHeld(this.platform.gateway.port, everything ? () => true : isHostileModel, {
+          streams: everything,
+          settleMs: this.limits.settleMs,
+        }).catch((err: Error) => [{ rule: 'consistency' as const, detail: `holds check failed: ${err.message}` }])),
+      );
+    }
     if (problems.length > 0)
       this.keep({ origin, request: '(checkpoint: the cases since the previous one)', outcome: '', problems });
     return problems;

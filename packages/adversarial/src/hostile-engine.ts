@@ -23,6 +23,8 @@ export type HostileBehaviour = (typeof HOSTILE_BEHAVIOURS)[number];
 
 /** Catalog id of the model served by `behaviour`. */
 export const hostileModelId = (behaviour: HostileBehaviour): string => `hostile/${behaviour}`;
+/** True for the catalog id of a hostile engine's model. */
+export const isHostileModel = (id: string): boolean => id.startsWith('hostile/');
 
 const MIB = 1024 * 1024;
 const CHUNK =
