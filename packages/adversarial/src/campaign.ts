@@ -121,7 +121,10 @@ export class Campaign {
         this.tally.hangs += 1;
       }
     }
-    if (this.platform.gateway.alive) await this.platform.reviveVictim().catch(() => undefined);
+    if (this.platform.gateway.alive) {
+      await this.platform.reviveVictim().catch(() => undefined);
+      await this.platform.reviveConsole().catch(() => undefined);
+    }
     if (ledger && this.platform.sessions.alive)
       problems.push(
         ...(await this.ledger

@@ -10,6 +10,8 @@ const ctx: SendContext = {
   port: 1,
   orgKey: 'KEY',
   adminToken: 'ADMIN',
+  consoleCookie: 'SESSION.SIG',
+  csrfToken: 'CSRF',
   orgId: 'org',
   victimOrgId: 'victim',
   victimKeyId: 'key',
@@ -83,6 +85,27 @@ describe('caseArbitrary', () => {
       for (const c of cases.slice(0, 200)) expect(Buffer.concat(encodeCase(c, ctx).parts).length).toBeGreaterThan(0);
     },
   );
+
+  it('sends the console session on console cases, and requires a refusal of a write whose CSRF token or Origin was broken', () => {
+    const cases = fc
+      .sample(caseArbitrary('gateway'), { seed: 2, numRuns: 6000 })
+      .filter((c) => c.endpoint.endsWith('(console)'));
+    for (const c of cases.slice(0, 50)) {
+      const wire = Buffer.concat(encodeCase(c, ctx).parts).toString('latin1');
+      expect(wire).toMatch(/\nCookie: tollway_console=SESSION\.SIG\r?\n/);
+      expect(wire).toMatch(/\nX-CSRF-Token: CSRF\r?\n/);
+    }
+    const broken = (c: (typeof cases)[number]) =>
+      c.mutations.some((m) => /CSRF token broken|cross-site Origin/.test(m));
+    const bearer = (c: (typeof cases)[number]) => c.headers.some(([name]) => name === 'Authorization');
+    const writes = cases.filter((c) => broken(c) && !bearer(c) && !['GET', 'HEAD', 'OPTIONS'].includes(c.method));
+    expect(writes.length).toBeGreaterThan(5);
+    for (const c of writes) expect(c.mustRefuse).toBe(true);
+    // A safe method needs no token: a broken one alone does not make the request a refusal.
+    const reads = cases.filter((c) => broken(c) && c.method === 'GET' && c.mutations.length === 1);
+    expect(reads.length).toBeGreaterThan(0);
+    for (const c of reads) expect(c.mustRefuse).toBe(false);
+  });
 
   it("adds a __proto__ key as a key on the wire, never as the body object's prototype", () => {
     const cases = fc

@@ -76,6 +76,10 @@ const framing: fc.Arbitrary<Mutation> = fc
   .oneof(...framingKinds.map((arbitrary) => ({ weight: 6, arbitrary })), { weight: 1, arbitrary: stall })
   .map((f) => ({ kind: 'framing', framing: f, label: `framing ${JSON.stringify(f)}` }));
 
+/** Labels of the header mutations that must cost a cookie-borne write its CSRF check. */
+const CSRF_BROKEN = 'CSRF token broken';
+const CROSS_SITE = 'a cross-site Origin';
+
 const header: fc.Arbitrary<Mutation> = fc
   .constantFrom<[string, string | Uint8Array, string]>(
     ['Authorization', 'Bearer {orgKey}€', 'key + non-Latin-1'],
@@ -113,6 +117,22 @@ const header: fc.Arbitrary<Mutation> = fc
     ['Idempotency-Key', new Uint8Array([0x6b, 0xff, 0xfe]), 'idempotency key of raw bytes'],
     ['Idempotency-Key', '', 'empty idempotency key'],
     ['Idempotency-Key', 'fuzz-idempotency-key', 'one idempotency key for every case (reused)'],
+    // What a cross-site page, or a page holding a stale or forged token, would send.
+    ['X-CSRF-Token', 'not-the-token', CSRF_BROKEN],
+    ['X-CSRF-Token', '', CSRF_BROKEN],
+    ['X-CSRF-Token', '{csrfToken}x', CSRF_BROKEN],
+    ['X-CSRF-Token', 't'.repeat(10_000), CSRF_BROKEN],
+    ['X-CSRF-Token', new Uint8Array([0x74, 0xff, 0x00]), CSRF_BROKEN],
+    ['X-CSRF-Token', '{csrfToken}', `${CSRF_BROKEN} (sent twice: joined)`],
+    ['Origin', 'http://evil.example', `${CROSS_SITE} (another site)`],
+    ['Origin', 'null', `${CROSS_SITE} (null)`],
+    ['Origin', 'http://[', `${CROSS_SITE} (not a URL)`],
+    ['Origin', 'http://127.0.0.1.evil.example', `${CROSS_SITE} (a look-alike host)`],
+    ['Cookie', 'tollway_console=forged.signature', 'a forged session cookie'],
+    ['Cookie', `tollway_console=${'c'.repeat(8000)}`, 'a session cookie of 8 KB'],
+    ['Cookie', 'tollway_console=%E0%A4%A; a=%ZZ', 'cookies of broken percent-encoding'],
+    ['Cookie', Array.from({ length: 500 }, (_, i) => `c${i}=${i}`).join('; '), '500 cookies'],
+    ['Cookie', '__proto__=1; constructor=2; tollway_console=', 'cookies named __proto__ and constructor'],
     ['Accept', 'text/event-stream', 'accept SSE'],
     ['Accept-Encoding', 'gzip, br, zstd', 'accept-encoding'],
     ['X-Big', 'b'.repeat(20_000), 'header of 20 KB'],
@@ -314,6 +334,22 @@ function badWebhookToken(body: JsonNode): boolean {
   return false;
 }
 
+/**
+ * True for a write borne by the console's cookie whose CSRF token or Origin a mutation broke, and
+ * no other credential: it must be refused (403), whatever else it holds. A safe method needs no
+ * token, and an `Authorization` header makes it a bearer call, which needs none either.
+ */
+function forgedConsoleWrite(
+  template: EndpointTemplate,
+  method: string,
+  labels: readonly string[],
+  extraHeaders: ReadonlyArray<[string, string | Uint8Array]>,
+): boolean {
+  if (template.credential !== 'console' || ['GET', 'HEAD', 'OPTIONS'].includes(method)) return false;
+  if (extraHeaders.some(([name]) => name.toLowerCase() === 'authorization')) return false;
+  return labels.some((label) => label.includes(CSRF_BROKEN) || label.includes(CROSS_SITE));
+}
+
 function build(template: EndpointTemplate, newSessionId: string, pick: number, mutations: Mutation[]): FuzzCase {
   let body = template.body === null ? null : clone(template.body);
   let rawBody: Uint8Array | null = null;
@@ -397,6 +433,8 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
   const headers: Array<[string, string | Uint8Array]> = [];
   if (template.credential === 'org') headers.push(['Authorization', 'Bearer {orgKey}']);
   if (template.credential === 'admin') headers.push(['Authorization', 'Bearer {adminToken}']);
+  if (template.credential === 'console')
+    headers.push(['Cookie', 'tollway_console={consoleCookie}'], ['X-CSRF-Token', '{csrfToken}']);
   if (body !== null || rawBody !== null) headers.push(['Content-Type', 'application/json']);
   headers.push(['Connection', 'close'], ...extraHeaders);
   const target = method === 'CONNECT' ? '127.0.0.1:443' : `/${segments.join('/')}${query !== null ? `?${query}` : ''}`;
@@ -408,11 +446,12 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
       (frame.kind === 'chunked' && frame.stopAfter === null && frame.badSize === null));
   const finalBody = rawBody ?? body;
   const mustRefuse =
-    intact &&
-    finalBody !== null &&
-    (wholeInvalid ||
-      (rawBody === null && body !== null && (holdsInvalidJson(body) || badWebhookToken(body))) ||
-      breaksContract(template.service, method, segments, finalBody));
+    (intact &&
+      finalBody !== null &&
+      (wholeInvalid ||
+        (rawBody === null && body !== null && (holdsInvalidJson(body) || badWebhookToken(body))) ||
+        breaksContract(template.service, method, segments, finalBody))) ||
+    forgedConsoleWrite(template, method, labels, extraHeaders);
   return printable({
     service: template.service,
     endpoint: template.name,

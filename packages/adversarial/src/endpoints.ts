@@ -14,7 +14,8 @@ export interface EndpointTemplate {
   segments: string[];
   /** Query string without `?`, or null. */
   query: string | null;
-  credential: 'org' | 'admin' | 'none';
+  /** `console`: the operator's console session (cookie and CSRF token), signed in at the start. */
+  credential: 'org' | 'admin' | 'console' | 'none';
   body: JsonNode | null;
 }
 
@@ -168,6 +169,36 @@ export function gatewayEndpoints(): EndpointTemplate[] {
     t('gateway', 'POST', '/console/api/session', 'none', { token: 'not-the-admin-token' }),
     t('gateway', 'GET', '/console/api/session', 'none'),
     t('gateway', 'DELETE', '/console/api/session', 'none'),
+    // The admin API as the console calls it: a session cookie, and the CSRF token on writes.
+    t('gateway', 'GET', '/console/api/session', 'console', null, null, 'GET /console/api/session (signed in)'),
+    t('gateway', 'GET', `${admin}/{victimOrgId}`, 'console', null, null, 'GET /admin/v1/organizations/{id} (console)'),
+    t(
+      'gateway',
+      'PATCH',
+      `${admin}/{victimOrgId}`,
+      'console',
+      { name: 'Renamed in the console', credit_top_up: 0.5 },
+      null,
+      'PATCH /admin/v1/organizations/{id} (console)',
+    ),
+    t(
+      'gateway',
+      'POST',
+      `${admin}/{victimOrgId}/keys`,
+      'console',
+      { name: 'console key' },
+      null,
+      'POST /admin/v1/organizations/{id}/keys (console)',
+    ),
+    t(
+      'gateway',
+      'DELETE',
+      `${admin}/{victimOrgId}/keys/{victimKeyId}`,
+      'console',
+      null,
+      null,
+      'DELETE /admin/v1/organizations/{id}/keys/{keyId} (console)',
+    ),
   ];
 }
 

@@ -38,8 +38,9 @@ export interface HeadShape {
 
 /**
  * One generated request, plain data so it prints and replays. Strings in `target` and header
- * values may hold placeholders (`{sessionId}`, `{orgKey}`, `{adminToken}`, `{orgId}`,
- * `{victimOrgId}`, `{victimKeyId}`, `{webhookUrl}`) filled in when the case is sent.
+ * values may hold placeholders (`{sessionId}`, `{orgKey}`, `{adminToken}`, `{consoleCookie}`,
+ * `{csrfToken}`, `{orgId}`, `{victimOrgId}`, `{victimKeyId}`, `{webhookUrl}`) filled in when the
+ * case is sent.
  */
 export interface FuzzCase {
   service: ServiceName;
@@ -66,6 +67,10 @@ export interface SendContext extends RefValues {
   port: number;
   orgKey: string;
   adminToken: string;
+  /** The value of the operator's console session cookie, signed in when the platform started. */
+  consoleCookie: string;
+  /** That session's CSRF token. */
+  csrfToken: string;
 }
 
 /** Bytes of a gzipped JSON body that inflates to 64 MiB, built once. */
@@ -83,7 +88,7 @@ function gzipBomb(): Buffer {
 /** Fills the placeholders of `text`. */
 export function fill(text: string, ctx: SendContext): string {
   return text.replace(
-    /\{(sessionId|orgKey|adminToken|orgId|victimOrgId|victimKeyId|webhookUrl)\}/g,
+    /\{(sessionId|orgKey|adminToken|consoleCookie|csrfToken|orgId|victimOrgId|victimKeyId|webhookUrl)\}/g,
     (_m, name: keyof SendContext) => String(ctx[name]),
   );
 }

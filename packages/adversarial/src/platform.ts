@@ -212,6 +212,7 @@ export class Platform {
     // The agents' model calls bill an organization of their own: the fuzz organization's usage is
     // then the fuzz cases' alone, which the billing ledger checks.
     const agents = await this.createOrg('adversarial agents');
+    const signedIn = await this.signInToConsole();
 
     const sessionsPort = await freePort();
     this.sessions = new ServiceProcess(
@@ -240,6 +241,8 @@ export class Platform {
       port: 0,
       orgKey: org.key,
       adminToken,
+      consoleCookie: signedIn.cookie,
+      csrfToken: signedIn.csrfToken,
       orgId: org.orgId,
       victimOrgId: victim.orgId,
       victimKeyId: victim.keyId,
@@ -259,6 +262,32 @@ export class Platform {
     if (res.status !== 404) return;
     const victim = await this.createOrg('adversarial victim');
     this.context = { ...this.context, victimOrgId: victim.orgId, victimKeyId: victim.keyId };
+  }
+
+  /**
+   * Signs the console in again when a case signed it out (a mutated method can turn a signed-in
+   * `GET /console/api/session` into its DELETE), so the console's cases keep reaching the admin API.
+   */
+  async reviveConsole(): Promise<void> {
+    const res = await fetch(`http://${HOST}:${this.gateway.port}/console/api/session`, {
+      headers: { cookie: `tollway_console=${this.context.consoleCookie}` },
+    });
+    if (res.status !== 401) return;
+    const signedIn = await this.signInToConsole();
+    this.context = { ...this.context, consoleCookie: signedIn.cookie, csrfToken: signedIn.csrfToken };
+  }
+
+  /** Signs in to the console with the admin token, as its page does: the session cookie and CSRF token. */
+  private async signInToConsole(): Promise<{ cookie: string; csrfToken: string }> {
+    const res = await fetch(`http://${HOST}:${this.gateway.port}/console/api/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: this.adminToken }),
+    });
+    if (res.status !== 201) throw new Error(`console sign-in answered ${res.status}: ${await res.text()}`);
+    const cookie = /(?:^|;\s*)tollway_console=([^;]*)/.exec(res.headers.get('set-cookie') ?? '')?.[1];
+    if (!cookie) throw new Error('console sign-in set no session cookie');
+    return { cookie, csrfToken: ((await res.json()) as { csrf_token: string }).csrf_token };
   }
 
   private adminBase(): string {
