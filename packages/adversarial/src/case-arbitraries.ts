@@ -350,6 +350,21 @@ function forgedConsoleWrite(
   return labels.some((label) => label.includes(CSRF_BROKEN) || label.includes(CROSS_SITE));
 }
 
+/**
+ * True for another organization's admin reaching for what is not theirs (`tenant` templates): it
+ * must be refused, whatever else the request holds, unless a mutation changed its credentials
+ * (an `Authorization` header of its own) or asked `OPTIONS`, which the router answers with the
+ * methods a path allows, the same for every organization.
+ */
+function crossTenant(
+  template: EndpointTemplate,
+  method: string,
+  extraHeaders: ReadonlyArray<[string, string | Uint8Array]>,
+): boolean {
+  if (template.credential !== 'tenant' || method === 'OPTIONS') return false;
+  return !extraHeaders.some(([name]) => name.toLowerCase() === 'authorization');
+}
+
 function build(template: EndpointTemplate, newSessionId: string, pick: number, mutations: Mutation[]): FuzzCase {
   let body = template.body === null ? null : clone(template.body);
   let rawBody: Uint8Array | null = null;
@@ -433,6 +448,7 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
   const headers: Array<[string, string | Uint8Array]> = [];
   if (template.credential === 'org') headers.push(['Authorization', 'Bearer {orgKey}']);
   if (template.credential === 'admin') headers.push(['Authorization', 'Bearer {adminToken}']);
+  if (template.credential === 'tenant') headers.push(['Authorization', 'Bearer {tenantKey}']);
   if (template.credential === 'console')
     headers.push(['Cookie', 'tollway_console={consoleCookie}'], ['X-CSRF-Token', '{csrfToken}']);
   if (body !== null || rawBody !== null) headers.push(['Content-Type', 'application/json']);
@@ -451,7 +467,8 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
       (wholeInvalid ||
         (rawBody === null && body !== null && (holdsInvalidJson(body) || badWebhookToken(body))) ||
         breaksContract(template.service, method, segments, finalBody))) ||
-    forgedConsoleWrite(template, method, labels, extraHeaders);
+    forgedConsoleWrite(template, method, labels, extraHeaders) ||
+    crossTenant(template, method, extraHeaders);
   return printable({
     service: template.service,
     endpoint: template.name,

@@ -14,8 +14,12 @@ export interface EndpointTemplate {
   segments: string[];
   /** Query string without `?`, or null. */
   query: string | null;
-  /** `console`: the operator's console session (cookie and CSRF token), signed in at the start. */
-  credential: 'org' | 'admin' | 'console' | 'none';
+  /**
+   * `console`: the operator's console session (cookie and CSRF token), signed in at the start;
+   * `tenant`: another organization's admin key, on what only the operator or the victim's own
+   * admins may reach, so every such request must be refused.
+   */
+  credential: 'org' | 'admin' | 'console' | 'tenant' | 'none';
   body: JsonNode | null;
 }
 
@@ -199,6 +203,18 @@ export function gatewayEndpoints(): EndpointTemplate[] {
       null,
       'DELETE /admin/v1/organizations/{id}/keys/{keyId} (console)',
     ),
+    // Another organization's admin: the operator's endpoints and the victim's records are out of reach.
+    ...[
+      t('gateway', 'GET', admin, 'tenant'),
+      t('gateway', 'POST', admin, 'tenant', { name: 'Tenant Org', budgets: budgets(), credit: 5 }),
+      t('gateway', 'GET', `${admin}/{victimOrgId}`, 'tenant'),
+      t('gateway', 'PATCH', `${admin}/{victimOrgId}`, 'tenant', { name: 'Taken over' }),
+      t('gateway', 'DELETE', `${admin}/{victimOrgId}`, 'tenant'),
+      t('gateway', 'GET', `${admin}/{victimOrgId}/usage`, 'tenant'),
+      t('gateway', 'GET', `${admin}/{victimOrgId}/keys`, 'tenant'),
+      t('gateway', 'POST', `${admin}/{victimOrgId}/keys`, 'tenant', { name: 'planted', role: 'admin' }),
+      t('gateway', 'DELETE', `${admin}/{victimOrgId}/keys/{victimKeyId}`, 'tenant'),
+    ].map((template) => ({ ...template, name: `${template.name} (another organization's admin)` })),
   ];
 }
 

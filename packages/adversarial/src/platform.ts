@@ -212,6 +212,8 @@ export class Platform {
     // The agents' model calls bill an organization of their own: the fuzz organization's usage is
     // then the fuzz cases' alone, which the billing ledger checks.
     const agents = await this.createOrg('adversarial agents');
+    const tenant = await this.createOrg('adversarial tenant', 'admin');
+    await this.checkReachesOwnOrg(tenant);
     const signedIn = await this.signInToConsole();
 
     const sessionsPort = await freePort();
@@ -243,6 +245,7 @@ export class Platform {
       adminToken,
       consoleCookie: signedIn.cookie,
       csrfToken: signedIn.csrfToken,
+      tenantKey: tenant.key,
       orgId: org.orgId,
       victimOrgId: victim.orgId,
       victimKeyId: victim.keyId,
@@ -298,8 +301,22 @@ export class Platform {
     return { authorization: `Bearer ${this.adminToken}`, 'content-type': 'application/json' };
   }
 
-  /** An organization with budgets and credit no run exhausts, and one API key. */
-  private async createOrg(name: string): Promise<{ orgId: string; keyId: string; key: string }> {
+  /**
+   * An organization admin's key must reach its own organization, or every refusal the tenant cases
+   * expect would hold trivially.
+   */
+  private async checkReachesOwnOrg(tenant: { orgId: string; key: string }): Promise<void> {
+    const res = await fetch(`${this.adminBase()}/${tenant.orgId}`, {
+      headers: { authorization: `Bearer ${tenant.key}` },
+    });
+    if (res.status !== 200) throw new Error(`an admin key reading its own organization answered ${res.status}`);
+  }
+
+  /** An organization with budgets and credit no run exhausts, and one API key (`role` admin or standard). */
+  private async createOrg(
+    name: string,
+    role: 'admin' | 'standard' = 'standard',
+  ): Promise<{ orgId: string; keyId: string; key: string }> {
     const budgets = { requests: 1_000_000, input_tokens: 1_000_000_000, output_tokens: 1_000_000_000 };
     const body = JSON.stringify({ name, budgets, credit: 1_000_000 });
     const res = await fetch(this.adminBase(), { method: 'POST', headers: this.adminHeaders(), body });
@@ -308,7 +325,7 @@ export class Platform {
     const keyRes = await fetch(`${this.adminBase()}/${org.id}/keys`, {
       method: 'POST',
       headers: this.adminHeaders(),
-      body: '{"name":"adversarial"}',
+      body: JSON.stringify({ name: 'adversarial', role }),
     });
     if (keyRes.status !== 201) throw new Error(`creating a key answered ${keyRes.status}: ${await keyRes.text()}`);
     const key = (await keyRes.json()) as { id: string; key: string };
