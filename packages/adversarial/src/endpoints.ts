@@ -17,7 +17,7 @@ export interface EndpointTemplate {
   /**
    * `console`: the operator's console session (cookie and CSRF token), signed in at the start;
    * `tenant`: another organization's admin key, on what only the operator or the victim's own
-   * admins may reach, so every such request must be refused.
+   * admins may reach, or on the fuzz organization's sessions, so every such request must be refused.
    */
   credential: 'org' | 'admin' | 'console' | 'tenant' | 'none';
   body: JsonNode | null;
@@ -252,5 +252,13 @@ export function sessionEndpoints(): EndpointTemplate[] {
       'POST /sessions/{id}/messages (tool)',
     ),
     t('sessions', 'GET', '/sessions/{sessionId}/messages', 'org'),
+    // Another organization's key on the fuzz organization's live sessions: every one is out of reach.
+    ...[
+      t('sessions', 'GET', '/sessions/{sessionId}', 'tenant'),
+      t('sessions', 'PUT', '/sessions/{sessionId}', 'tenant', { state: sessionState() }),
+      t('sessions', 'DELETE', '/sessions/{sessionId}', 'tenant'),
+      t('sessions', 'POST', '/sessions/{sessionId}/messages', 'tenant', messageBody()),
+      t('sessions', 'GET', '/sessions/{sessionId}/messages', 'tenant'),
+    ].map((template) => ({ ...template, name: `${template.name} (another organization)` })),
   ];
 }

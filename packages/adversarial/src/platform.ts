@@ -238,6 +238,11 @@ export class Platform {
       sessionsPort,
     );
     await this.sessions.start('/readyz');
+    const tenantSessions = await fetch(`http://${HOST}:${sessionsPort}/sessions`, {
+      headers: { authorization: `Bearer ${tenant.key}` },
+    });
+    if (tenantSessions.status !== 200)
+      throw new Error(`the tenant key listing its own sessions answered ${tenantSessions.status}`);
     this.context = {
       host: HOST,
       port: 0,
@@ -302,8 +307,8 @@ export class Platform {
   }
 
   /**
-   * An organization admin's key must reach its own organization, or every refusal the tenant cases
-   * expect would hold trivially.
+   * An organization admin's key must reach its own organization (here, and its own sessions once
+   * the session service is up), or every refusal the tenant cases expect would hold trivially.
    */
   private async checkReachesOwnOrg(tenant: { orgId: string; key: string }): Promise<void> {
     const res = await fetch(`${this.adminBase()}/${tenant.orgId}`, {
