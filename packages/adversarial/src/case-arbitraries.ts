@@ -353,15 +353,18 @@ function forgedConsoleWrite(
 /**
  * True for another organization's admin reaching for what is not theirs (`tenant` templates): it
  * must be refused, whatever else the request holds, unless a mutation changed its credentials
- * (an `Authorization` header of its own) or asked `OPTIONS`, which the router answers with the
- * methods a path allows, the same for every organization.
+ * (an `Authorization` header of its own), its path (a new segment may name something of its
+ * own, or nothing: a session id nobody holds is its to create) or asked `OPTIONS`, which the
+ * router answers with the methods a path allows, the same for every organization.
  */
 function crossTenant(
   template: EndpointTemplate,
   method: string,
+  labels: readonly string[],
   extraHeaders: ReadonlyArray<[string, string | Uint8Array]>,
 ): boolean {
   if (template.credential !== 'tenant' || method === 'OPTIONS') return false;
+  if (labels.some((label) => label.startsWith('path segment'))) return false;
   return !extraHeaders.some(([name]) => name.toLowerCase() === 'authorization');
 }
 
@@ -468,7 +471,7 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
         (rawBody === null && body !== null && (holdsInvalidJson(body) || badWebhookToken(body))) ||
         breaksContract(template.service, method, segments, finalBody))) ||
     forgedConsoleWrite(template, method, labels, extraHeaders) ||
-    crossTenant(template, method, extraHeaders);
+    crossTenant(template, method, labels, extraHeaders);
   return printable({
     service: template.service,
     endpoint: template.name,

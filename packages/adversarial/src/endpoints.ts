@@ -23,6 +23,9 @@ export interface EndpointTemplate {
   body: JsonNode | null;
 }
 
+/** The mark on the names of the session templates sent with another organization's key. */
+export const ANOTHER_ORGANIZATION = '(another organization)';
+
 const chatMessages = (): JsonNode => [
   { role: 'system', content: 'Be brief.' },
   { role: 'user', content: 'Hello there', name: 'alice' },
@@ -259,6 +262,6 @@ export function sessionEndpoints(): EndpointTemplate[] {
       t('sessions', 'DELETE', '/sessions/{sessionId}', 'tenant'),
       t('sessions', 'POST', '/sessions/{sessionId}/messages', 'tenant', messageBody()),
       t('sessions', 'GET', '/sessions/{sessionId}/messages', 'tenant'),
-    ].map((template) => ({ ...template, name: `${template.name} (another organization)` })),
+    ].map((template) => ({ ...template, name: `${template.name} ${ANOTHER_ORGANIZATION}` })),
   ];
 }

@@ -1,3 +1,4 @@
+import { ANOTHER_ORGANIZATION } from './endpoints';
 import type { FuzzCase } from './fuzz-case';
 import { toJsonBytes, type RefValues } from './hostile-json';
 import type { Problem } from './oracles';
@@ -31,6 +32,8 @@ export class SessionLedger {
   constructor(
     private readonly port: () => number,
     private readonly orgKey: string,
+    /** The key of another organization's cases: its sessions count in `/health`, not in this ledger. */
+    private readonly tenantKey: string,
   ) {}
 
   get size(): number {
@@ -50,7 +53,8 @@ export class SessionLedger {
 
   /** Learns from one answer of the session service. */
   record(c: FuzzCase, target: string, outcome: Outcome, origin: string, refs: RefValues): void {
-    if (c.service !== 'sessions') return;
+    // Another organization's answers are about its own sessions (or refusals), never this ledger's.
+    if (c.service !== 'sessions' || c.endpoint.endsWith(ANOTHER_ORGANIZATION)) return;
     const path = target.split('?')[0] ?? '';
     const named = this.sessions.get(safeDecode(/^\/sessions\/([^/]+)/.exec(path)?.[1] ?? '').toLowerCase());
     if (named) {
@@ -117,10 +121,12 @@ export class SessionLedger {
       total_sessions: number;
       running_workers: number;
     };
-    if (health.total_sessions !== listed.length)
+    // A tenant case whose mutated path named a fresh id made a session of the other organization's.
+    const tenantListed = (await (await this.call('GET', '/sessions', undefined, this.tenantKey)).json()) as unknown[];
+    if (health.total_sessions !== listed.length + tenantListed.length)
       problems.push({
         rule: 'consistency',
-        detail: `/health total_sessions ${health.total_sessions} but ${listed.length} sessions listed`,
+        detail: `/health total_sessions ${health.total_sessions} but ${listed.length} sessions listed (and ${tenantListed.length} of the other organization)`,
       });
     if (running.length === 0 && health.running_workers !== 0)
       problems.push({
@@ -150,10 +156,10 @@ export class SessionLedger {
     this.sessions.set(id.toLowerCase(), { minHistory, uncertain: false, namedBy: [] });
   }
 
-  private call(method: string, path: string, body?: string): Promise<Response> {
+  private call(method: string, path: string, body?: string, key = this.orgKey): Promise<Response> {
     return fetch(`http://${HOST}:${this.port()}${path}`, {
       method,
-      headers: { authorization: `Bearer ${this.orgKey}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body,
       signal: AbortSignal.timeout(10_000),
     });
