@@ -66,10 +66,18 @@ describe('inbound auth (on by default)', () => {
       expect(res.status).toBe(404);
       expect(res.body.error.code).toBe('session_not_found');
     }
+    // Nor can another organization create a session over it with PUT.
+    const put = await request(api.app)
+      .put(`/sessions/${id}`)
+      .set(as(keyB))
+      .send({ state: [{ role: 'user', content: 'taken over' }] });
+    expect(put.status).toBeGreaterThanOrEqual(400);
+    expect(put.status).toBeLessThan(500);
     expect((await request(api.app).get('/sessions').set(as(keyB))).body).toEqual([]);
     expect((await request(api.app).get('/sessions').set(as(keyA))).body).toEqual([
       { session_id: id, total_messages: 0, status: 'idle' },
     ]);
+    expect((await request(api.app).get(`/sessions/${id}/messages`).set(as(keyA))).body).toEqual([]);
     expect((await request(api.app).post(`/sessions/${id}/messages`).set(as(keyA)).send({ content: 'x' })).status).toBe(
       202,
     );
