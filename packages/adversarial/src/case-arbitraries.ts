@@ -347,6 +347,8 @@ function forgedConsoleWrite(
 ): boolean {
   if (template.credential !== 'console' || ['GET', 'HEAD', 'OPTIONS'].includes(method)) return false;
   if (extraHeaders.some(([name]) => name.toLowerCase() === 'authorization')) return false;
+  // A new path segment may lead out of the admin API, to something that needs no session.
+  if (labels.some((label) => label.startsWith('path segment'))) return false;
   return labels.some((label) => label.includes(CSRF_BROKEN) || label.includes(CROSS_SITE));
 }
 
