@@ -47,3 +47,25 @@ export function drainedOrClosed(stream: NodeJS.EventEmitter): Promise<void> {
     stream.once('close', done);
   });
 }
+
+/**
+ * Calls `gone` once if the client of `res` leaves before its answer is finished, and returns a
+ * function that stops listening. The response's own 'close' says so, except for an answer queued
+ * behind another on a pipelining connection: node hands it the socket (and with it a 'close') only
+ * once the answers before it are finished, and a client that leaves first never lets them finish.
+ * So a queued answer also listens to the connection itself.
+ */
+export function onClientGone(res: ServerResponse, gone: () => void): () => void {
+  const connection = res.socket ? null : res.req.socket;
+  const stop = () => {
+    res.off('close', onClose);
+    connection?.off('close', onClose);
+  };
+  const onClose = () => {
+    stop();
+    if (!res.writableFinished) gone();
+  };
+  res.once('close', onClose);
+  connection?.once('close', onClose);
+  return stop;
+}

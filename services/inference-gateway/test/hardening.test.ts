@@ -1,8 +1,10 @@
 import { gzipSync } from 'node:zlib';
-import type { AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import { connect, type AddressInfo } from 'node:net';
 import { rawExchange } from '@tollway/service-kit/testing';
 import { FakeEngine, MANGLED_STREAM_TEXT } from './helpers/fake-engine';
 import { catalogModels, ssePayloads, startGateway, TEST_KEY, type GatewayHarness } from './helpers/gateway-harness';
+import { waitFor } from './helpers/wait-for';
 
 // Hostile input against a real gateway (issue 10): every answer is a 4xx in the spec's shape or a
 // clean close, and the gateway keeps serving. Bounds are in src/README.md and the contracts.
@@ -192,6 +194,22 @@ describe('gateway hardening', () => {
         expect(answer).toContain(stream ? 'data: [DONE]' : '"finish_reason"');
         expect(exchange.ended).toBe('closed');
       }
+    });
+
+    it('a client that pipelines streams and leaves frees every one of them, those queued behind the first too', async () => {
+      // Found by `pnpm fuzz --seed 71` (case gateway:8896): the answers waiting behind the first
+      // never got a 'close', so their engine streams ran on after the client had gone.
+      const body = JSON.stringify({ model: 'fake/endless-stream', messages: hi, stream: true });
+      const one =
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_KEY}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+      const socket = connect(port, '127.0.0.1');
+      await once(socket, 'connect');
+      socket.write(one.repeat(3));
+      await once(socket, 'data');
+      await waitFor(() => engine.openStreams === 3);
+      socket.destroy();
+      await waitFor(() => engine.openStreams === 0, 3000);
     });
 
     it('CONNECT gets 405 and TRACE gets 404, each with a body', async () => {

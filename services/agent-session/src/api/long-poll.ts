@@ -1,3 +1,4 @@
+import { onClientGone } from '@tollway/service-kit';
 import type { Response } from 'express';
 import type { SessionEvent, SessionEventHub } from '../store/session-event-hub';
 import type { SessionRecord, SessionStore } from '../store/session-store';
@@ -16,10 +17,7 @@ export async function readSessionWaiting(
   deadline: number | null,
 ): Promise<SessionRecord | null | 'aborted'> {
   const waiter = deps.hub.register(sessionId);
-  const onClose = () => {
-    if (!res.writableFinished) waiter.dispose();
-  };
-  res.once('close', onClose);
+  const stopListening = onClientGone(res, () => waiter.dispose());
   try {
     let record = await deps.store.get(sessionId, org);
     while (record && record.status === 'running') {
@@ -36,7 +34,7 @@ export async function readSessionWaiting(
     }
     return record;
   } finally {
-    res.off('close', onClose);
+    stopListening();
     waiter.dispose();
   }
 }

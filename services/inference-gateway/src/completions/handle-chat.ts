@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { Logger } from '@tollway/service-kit';
+import { onClientGone, type Logger } from '@tollway/service-kit';
 import type { Admission, Principal } from '../admission/admission.types';
 import { outputReservation } from '../admission/output-reservation';
 import type { CatalogStore } from '../catalog/catalog-store';
@@ -42,9 +42,7 @@ export async function handleChat(
   if (!engine) throw modelNotFound(model.id);
   observation?.modelChosen(model, request.stream === true);
   const abort = new ClientAbort();
-  res.on('close', () => {
-    if (!res.writableFinished) abort.abort();
-  });
+  onClientGone(res, () => abort.abort());
   const inputTokens = await deps.promptTokens.count(request.messages);
   checkContextLength(request, model, inputTokens);
   const reservation = outputReservation(request, deps.defaultOutputReservationTokens);

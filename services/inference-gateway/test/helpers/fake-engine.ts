@@ -23,6 +23,8 @@ export interface FakeRequest {
  */
 export class FakeEngine {
   readonly requests: FakeRequest[] = [];
+  /** `endless-stream` answers being written now (each ends when the gateway closes its connection). */
+  openStreams = 0;
   private server: Server | null = null;
   baseUrl = '';
 
@@ -208,7 +210,11 @@ export class FakeEngine {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write(chunk({ role: 'assistant', content: '' }));
         const timer = setInterval(() => res.write(chunk({ content: 'w'.repeat(4096) })), 1);
-        res.on('close', () => clearInterval(timer));
+        this.openStreams += 1;
+        res.on('close', () => {
+          clearInterval(timer);
+          this.openStreams -= 1;
+        });
         return;
       }
       default:
