@@ -1,4 +1,6 @@
+import { once } from 'node:events';
 import http from 'node:http';
+import { connect } from 'node:net';
 import request from 'supertest';
 import { sessionEventsChannel } from '../../src/store/session-store';
 import { deleteKeys, serve, startReplica, testPrefix, type ApiReplica } from './api-harness';
@@ -135,6 +137,21 @@ describe('GET /sessions/{id}?wait=true', () => {
     req.on('error', () => undefined);
     await waitersRegistered(1);
     req.destroy();
+    for (let i = 0; i < 200 && a.hub.size > 0; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(a.hub.size).toBe(0);
+  });
+
+  it('frees the waiters of a client that pipelined two long-polls and left, the queued one too', async () => {
+    // The second answer waits behind the first: node gives it no 'close' of its own until the
+    // first is finished, so only the connection's close tells that its client has gone.
+    const { id } = await runningSession();
+    const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+    socket.on('error', () => undefined);
+    await once(socket, 'connect');
+    const poll = `GET /sessions/${id}?wait=true HTTP/1.1\r\nHost: x\r\n\r\n`;
+    socket.write(poll + poll);
+    await waitersRegistered(2);
+    socket.destroy();
     for (let i = 0; i < 200 && a.hub.size > 0; i++) await new Promise((r) => setTimeout(r, 5));
     expect(a.hub.size).toBe(0);
   });
