@@ -1,4 +1,5 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Express } from 'express';
 import { createHttpServer, type HttpLimits } from './http-server';
 import type { Logger } from './logger';
@@ -53,19 +54,48 @@ export function drainedOrClosed(stream: NodeJS.EventEmitter): Promise<void> {
  * function that stops listening. The response's own 'close' says so, except for an answer queued
  * behind another on a pipelining connection: node hands it the socket (and with it a 'close') only
  * once the answers before it are finished, and a client that leaves first never lets them finish.
- * So a queued answer also listens to the connection itself.
+ * So a queued answer also waits on the connection's close (`onConnectionClose`).
  */
 export function onClientGone(res: ServerResponse, gone: () => void): () => void {
-  const connection = res.socket ? null : res.req.socket;
+  let stopWaitingOnConnection: (() => void) | null = null;
   const stop = () => {
     res.off('close', onClose);
-    connection?.off('close', onClose);
+    stopWaitingOnConnection?.();
   };
   const onClose = () => {
     stop();
     if (!res.writableFinished) gone();
   };
   res.once('close', onClose);
-  connection?.once('close', onClose);
+  if (!res.socket) stopWaitingOnConnection = onConnectionClose(res.req.socket, onClose);
   return stop;
+}
+
+/** What each connection with queued answers runs when it closes: one listener, however many wait. */
+const connectionWaiters = new WeakMap<Socket, Set<() => void>>();
+
+/**
+ * Runs `fn` when `socket` closes (at once if it already has), with one 'close' listener per
+ * connection: a client can pipeline any number of requests, and a listener each would trip node's
+ * leak warning for every such connection. Returns a function that cancels.
+ */
+function onConnectionClose(socket: Socket, fn: () => void): () => void {
+  if (socket.destroyed) {
+    queueMicrotask(fn);
+    return () => undefined;
+  }
+  let waiting = connectionWaiters.get(socket);
+  if (!waiting) {
+    const set = new Set<() => void>();
+    connectionWaiters.set(socket, set);
+    socket.once('close', () => {
+      connectionWaiters.delete(socket);
+      for (const waiter of set) waiter();
+      set.clear();
+    });
+    waiting = set;
+  }
+  const set = waiting;
+  set.add(fn);
+  return () => set.delete(fn);
 }
