@@ -131,13 +131,12 @@ export class Campaign {
           .check(this.limits.settleMs)
           .catch((err: Error) => [{ rule: 'consistency' as const, detail: `ledger check failed: ${err.message}` }])),
       );
-    if (billing && this.platform.gateway.alive)
+    if (billing && this.platform.gateway.alive) {
       problems.push(
         ...(await this.billing
           .check(this.limits.settleMs)
           .catch((err: Error) => [{ rule: 'billing' as const, detail: `billing check failed: ${err.message}` }])),
       );
-    if (billing && this.platform.gateway.alive) {
       // With the session lane paused too (and, after the ledger's wait, no turn running), no request
       // at all is in flight; else only the hostile models, which serve fuzz cases alone, are idle.
       const everything = ledger && this.platform.sessions.alive;

@@ -346,10 +346,20 @@ function forgedConsoleWrite(
   extraHeaders: ReadonlyArray<[string, string | Uint8Array]>,
 ): boolean {
   if (template.credential !== 'console' || ['GET', 'HEAD', 'OPTIONS'].includes(method)) return false;
-  if (extraHeaders.some(([name]) => name.toLowerCase() === 'authorization')) return false;
   // A new path segment may lead out of the admin API, to something that needs no session.
-  if (labels.some((label) => label.startsWith('path segment'))) return false;
+  if (credentialsOrPathChanged(labels, extraHeaders)) return false;
   return labels.some((label) => label.includes(CSRF_BROKEN) || label.includes(CROSS_SITE));
+}
+
+/** True when a mutation sent an `Authorization` header of its own or replaced a path segment. */
+function credentialsOrPathChanged(
+  labels: readonly string[],
+  extraHeaders: ReadonlyArray<[string, string | Uint8Array]>,
+): boolean {
+  return (
+    labels.some((label) => label.startsWith('path segment')) ||
+    extraHeaders.some(([name]) => name.toLowerCase() === 'authorization')
+  );
 }
 
 /**
@@ -365,9 +375,7 @@ function crossTenant(
   labels: readonly string[],
   extraHeaders: ReadonlyArray<[string, string | Uint8Array]>,
 ): boolean {
-  if (template.credential !== 'tenant' || method === 'OPTIONS') return false;
-  if (labels.some((label) => label.startsWith('path segment'))) return false;
-  return !extraHeaders.some(([name]) => name.toLowerCase() === 'authorization');
+  return template.credential === 'tenant' && method !== 'OPTIONS' && !credentialsOrPathChanged(labels, extraHeaders);
 }
 
 function build(template: EndpointTemplate, newSessionId: string, pick: number, mutations: Mutation[]): FuzzCase {
