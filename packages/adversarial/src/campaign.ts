@@ -84,7 +84,7 @@ export class Campaign {
     this.ledger.record(c, fill(c.target, ctx), outcome, origin, ctx);
     this.billing.record(c, outcome);
     this.count(c, outcome);
-    const problems = judgeAnswer(c, outcome);
+    const problems = judgeAnswer(c, outcome, hostileModel);
     problems.push(...(await this.crashes()));
     if (outcome.kind !== 'response' && !(await this.answers(c.service))) {
       // Alive but deaf (a blocked event loop): report it with this case, then start it afresh so

@@ -1,5 +1,6 @@
 import { Ref, type JsonNode } from './hostile-json';
 import type { ServiceName } from './fuzz-case';
+import { FAITHFUL_MODEL } from './hostile-engine';
 
 /** Names of the templates whose model is served by the hostile engine: a 502/504 there is the right answer. */
 export const HOSTILE_ENGINE_JSON = 'POST /v1/chat/completions (hostile engine)';
@@ -135,6 +136,26 @@ export function gatewayEndpoints(): EndpointTemplate[] {
       },
       null,
       'POST /v1/chat/completions (reasoner stream)',
+    ),
+    // A healthy engine over HTTP (hostile-engine.ts's faithful one): the passthrough relay of its
+    // chunks, the usage it reports, its replica given back after [DONE], under hostile clients.
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      { model: FAITHFUL_MODEL, messages: chatMessages(), max_tokens: 6 },
+      null,
+      'POST /v1/chat/completions (faithful engine)',
+    ),
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      { model: FAITHFUL_MODEL, messages: chatMessages(), max_tokens: 6, stream: true },
+      null,
+      'POST /v1/chat/completions (faithful engine, stream)',
     ),
     // A model whose engine misbehaves (see hostile-engine.ts; which one: the case's `pick`).
     t(

@@ -18,11 +18,17 @@ export const HOSTILE_BEHAVIOURS = [
   'cut', // the head of a stream, one chunk, then the connection destroyed
   'silent', // the head, then nothing (past the upstream timeout, 1 s in the suite)
   'no-answer', // never even a status line (past the upstream timeout, 1 s in the suite)
+  // The control: an engine that answers well, as vLLM does (every event a write of its own, usage
+  // on every chunk when asked), so the gateway's path for a healthy engine over HTTP (the passthrough
+  // of its chunks, its usage billed, its replica given back after [DONE]) meets hostile clients too.
+  'faithful',
 ] as const;
 export type HostileBehaviour = (typeof HOSTILE_BEHAVIOURS)[number];
 
 /** Catalog id of the model served by `behaviour`. */
 export const hostileModelId = (behaviour: HostileBehaviour): string => `hostile/${behaviour}`;
+/** The model of the faithful engine, whose streams must end with [DONE] like every healthy one. */
+export const FAITHFUL_MODEL = hostileModelId('faithful');
 /** True for the catalog id of a hostile engine's model. */
 export const isHostileModel = (id: string): boolean => id.startsWith('hostile/');
 
@@ -81,9 +87,74 @@ async function confetti(res: ServerResponse, bytes: number): Promise<void> {
   socket.destroy();
 }
 
-async function answer(behaviour: string, res: ServerResponse): Promise<void> {
+/** What the faithful engine reads of a request: the OpenAI fields that shape its answer. */
+interface FaithfulRequest {
+  model?: unknown;
+  stream?: unknown;
+  max_tokens?: unknown;
+  stream_options?: { include_usage?: unknown; continuous_usage_stats?: unknown } | null;
+}
+
+/**
+ * A well-formed answer: a `chat.completion`, or a stream of a role chunk, up to 8 token chunks, a
+ * finish chunk, the usage chunk when asked, and [DONE], each written in a turn of its own.
+ */
+async function faithful(body: string, res: ServerResponse): Promise<void> {
+  let request: FaithfulRequest = {};
+  try {
+    request = (JSON.parse(body) as FaithfulRequest | null) ?? {};
+  } catch {
+    // Answered all the same: the gateway sends only JSON it has validated.
+  }
+  const model = typeof request.model === 'string' ? request.model : 'faithful';
+  const maxTokens = typeof request.max_tokens === 'number' ? request.max_tokens : 4;
+  const tokens = Math.max(1, Math.min(8, Math.floor(maxTokens)));
+  const usage = (completion: number) => ({
+    prompt_tokens: 5,
+    completion_tokens: completion,
+    total_tokens: 5 + completion,
+  });
+  const head = { id: 'chatcmpl-faithful', created: 1767225600, model };
+  if (request.stream !== true) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    const message = { role: 'assistant', content: 'ok '.repeat(tokens).trim() };
+    return void res.end(
+      JSON.stringify({
+        ...head,
+        object: 'chat.completion',
+        choices: [{ index: 0, message, logprobs: null, finish_reason: 'length' }],
+        usage: usage(tokens),
+      }),
+    );
+  }
+  const continuous = request.stream_options?.continuous_usage_stats === true;
+  const chunk = (delta: object, finish: string | null, completion: number) =>
+    JSON.stringify({
+      ...head,
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      ...(continuous ? { usage: usage(completion) } : {}),
+    });
+  const events = [chunk({ role: 'assistant', content: '' }, null, 0)];
+  for (let i = 1; i < tokens; i++) events.push(chunk({ content: ' ok' }, null, i));
+  events.push(chunk({ content: ' ok' }, 'length', tokens));
+  if (request.stream_options?.include_usage === true)
+    events.push(JSON.stringify({ ...head, object: 'chat.completion.chunk', choices: [], usage: usage(tokens) }));
+  events.push('[DONE]');
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  for (const event of events) {
+    if (res.destroyed) return;
+    res.write(`data: ${event}\n\n`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  res.end();
+}
+
+async function answer(behaviour: string, body: string, res: ServerResponse): Promise<void> {
   const sse = { 'content-type': 'text/event-stream' };
   switch (behaviour as HostileBehaviour) {
+    case 'faithful':
+      return faithful(body, res);
     case 'huge-json':
       res.writeHead(200, { 'content-type': 'application/json' });
       res.write('{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"');
@@ -130,14 +201,18 @@ async function answer(behaviour: string, res: ServerResponse): Promise<void> {
 export async function startHostileEngine(): Promise<{ port: number; server: Server }> {
   const server = createServer((req, res) => {
     const behaviour = (req.url ?? '').split('/')[1] ?? '';
-    req.resume();
+    // Only the faithful engine reads the request (the gateway's requests are small and bounded).
+    const body: Buffer[] = [];
+    req.on('data', (part: Buffer) => {
+      if (behaviour === 'faithful') body.push(part);
+    });
     req.on('end', () => {
       // Any GET is the readiness probe's model list.
       if (req.method === 'GET') {
         res.setHeader('content-type', 'application/json');
         return void res.end('{"object":"list","data":[]}');
       }
-      answer(behaviour, res).catch(() => res.destroy());
+      answer(behaviour, Buffer.concat(body).toString('utf8'), res).catch(() => res.destroy());
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -155,7 +230,7 @@ export function hostileCatalogEntries(port: number): string {
     price_per_million: { input: 1, output: 1 }
     engine:
       kind: openai-compatible
-      continuous_usage_stats: false
+      continuous_usage_stats: ${behaviour === 'faithful'}
       replicas:
         - base_url: http://127.0.0.1:${port}/${behaviour}/v1
 `,

@@ -1,4 +1,6 @@
 import { answerOf, CHAT_CASE } from './case-fixtures';
+import { HOSTILE_ENGINE_STREAM } from './endpoints';
+import { FAITHFUL_MODEL } from './hostile-engine';
 import type { FuzzCase } from './fuzz-case';
 import { judgeAnswer } from './oracles';
 import type { Outcome } from './raw-http';
@@ -63,5 +65,30 @@ describe('judgeAnswer', () => {
     expect(rules(sending('has space'), withId('has space'))).toEqual(['request-id']); // reflected
     expect(rules(sending(new Uint8Array([0x61, 0x0a])), withId('a, b'))).toEqual(['request-id']);
     expect(rules(base, withId(uuid, ['x-request-id']))).toEqual(['request-id']); // twice
+  });
+});
+
+describe('judgeAnswer on event streams', () => {
+  const role = '{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]}';
+  const totals =
+    '{"object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}';
+  const error = '{"error":{"message":"m","type":"server_error","param":null,"code":"engine_stream_error"}}';
+  const stream = (...payloads: string[]) =>
+    answer(200, payloads.map((payload) => `data: ${payload}\n\n`).join(''), 'text/event-stream; charset=utf-8');
+  const hostile = { ...base, endpoint: HOSTILE_ENGINE_STREAM };
+
+  it('checks the six Events rules on a stream read whole', () => {
+    expect(rules(base, stream(role, totals, '[DONE]'))).toEqual([]);
+    expect(rules(base, stream(totals, '[DONE]'))).toEqual(['events']);
+    expect(rules(base, stream(role, error))).toEqual(['events']);
+  });
+
+  it("lets a misbehaving engine's stream end in an error event, not the faithful engine's", () => {
+    expect(judgeAnswer(hostile, stream(role, error), 'hostile/cut')).toEqual([]);
+    expect(judgeAnswer(hostile, stream(role, error), FAITHFUL_MODEL).map((p) => p.rule)).toEqual(['events']);
+  });
+
+  it('leaves a stream longer than the client kept alone', () => {
+    expect(rules(base, answer(200, `data: ${totals}\n\n`, 'text/event-stream', 1_000_000))).toEqual([]);
   });
 });

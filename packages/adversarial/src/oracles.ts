@@ -1,5 +1,7 @@
 import { EngineErrorResponse, ErrorResponse, SessionErrorResponse } from '@tollway/contracts';
 import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM } from './endpoints';
+import { eventsRuleBreak } from './events-rules';
+import { FAITHFUL_MODEL } from './hostile-engine';
 import type { FuzzCase } from './fuzz-case';
 import type { Outcome } from './raw-http';
 
@@ -18,6 +20,7 @@ export interface Problem {
     | 'memory'
     | 'consistency'
     | 'billing'
+    | 'events'
     | 'request-id';
   detail: string;
 }
@@ -37,9 +40,11 @@ export function verdictOf(c: FuzzCase, outcome: Outcome): Verdict {
 /**
  * Judges one answer by the rules every case shares: below 500, never a hang, a 4xx in the
  * service's error shape (the envelope; on the gateway's chat endpoint also the engine's flat
- * shape or its text/plain prefix), and a refusal where the request can only be refused.
+ * shape or its text/plain prefix), a refusal where the request can only be refused, and the six
+ * Events rules on every event stream read whole. `hostileModel` is the model a hostile-engine case
+ * asked for (its stream may end in an error event unless it is the faithful engine's).
  */
-export function judgeAnswer(c: FuzzCase, outcome: Outcome): Problem[] {
+export function judgeAnswer(c: FuzzCase, outcome: Outcome, hostileModel?: string): Problem[] {
   if (outcome.kind === 'hang') {
     return [
       {
@@ -59,12 +64,27 @@ export function judgeAnswer(c: FuzzCase, outcome: Outcome): Problem[] {
   }
   const requestId = requestIdProblem(c, outcome);
   if (requestId) problems.push({ rule: 'request-id', detail: requestId });
+  const events = eventsProblem(c, outcome, hostileModel);
+  if (events) problems.push({ rule: 'events', detail: events });
   if (status < 300 && c.mustRefuse)
     problems.push({
       rule: 'refusal',
       detail: `status ${status} for a request that must be refused: ${snippet(outcome.body)}`,
     });
   return problems;
+}
+
+/** The Events rule a 200 event stream of the gateway breaks, when its whole body was read. */
+function eventsProblem(
+  c: FuzzCase,
+  outcome: Extract<Outcome, { kind: 'response' }>,
+  hostileModel: string | undefined,
+): string | null {
+  if (c.service !== 'gateway' || c.method === 'HEAD' || outcome.status !== 200) return null;
+  if (!(outcome.headers['content-type'] ?? '').startsWith('text/event-stream')) return null;
+  if (outcome.body.length < outcome.bodyBytes) return null; // longer than the client keeps
+  const hostile = c.endpoint === HOSTILE_ENGINE_JSON || c.endpoint === HOSTILE_ENGINE_STREAM;
+  return eventsRuleBreak({ body: outcome.body.toString('utf8'), mayBreak: hostile && hostileModel !== FAITHFUL_MODEL });
 }
 
 /** The request ids both services accept from a client and echo (service-kit's rule). */
