@@ -37,6 +37,12 @@ describe('eventsRuleBreak', () => {
       sse(ROLE, TOKEN.replace('chat.completion.chunk', 'chat.completion'), TOTALS, '[DONE]'),
       /rule 1/,
     ],
+    ['a chunk without its id', sse(ROLE, TOKEN.replace('"id":"c",', ''), TOTALS, '[DONE]'), /rule 1.*\(id:/],
+    [
+      'a choice with a finish reason of no such kind',
+      sse(ROLE, FINISH.replace('"stop"', '"exploded"'), TOTALS, '[DONE]'),
+      /rule 1/,
+    ],
     ['a first chunk without the role', sse(TOKEN, TOTALS, '[DONE]'), /rule 2/],
     ['a first chunk with usage', sse(chunk(JSON.parse(ROLE).choices, { usage: usage(0) }), TOTALS, '[DONE]'), /rule 2/],
     [

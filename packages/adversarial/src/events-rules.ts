@@ -1,4 +1,4 @@
-import { ErrorResponse } from '@tollway/contracts';
+import { ChatCompletionChunk, ErrorResponse } from '@tollway/contracts';
 
 /** The whole body of a relayed stream, and whether its engine may break it off. */
 export interface RelayedStream {
@@ -45,9 +45,12 @@ export function eventsRuleBreak({ body, mayBreak }: RelayedStream): string | nul
     } catch {
       return `rule 1: a frame that is not JSON: ${quote(payload)}`;
     }
-    if (!isRecord(chunk) || chunk.object !== 'chat.completion.chunk' || !Array.isArray(chunk.choices))
-      return `rule 1: not a ChatCompletionChunk: ${quote(payload)}`;
-    chunks.push(chunk);
+    const parsed = ChatCompletionChunk.safeParse(chunk);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return `rule 1: not a ChatCompletionChunk (${issue?.path.join('.') || '(root)'}: ${issue?.message}): ${quote(payload)}`;
+    }
+    chunks.push(chunk as Chunk);
   }
   const first = chunks[0];
   if (first === undefined) return done ? 'rule 2: no chunk before [DONE]' : null;

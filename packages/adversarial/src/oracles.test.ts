@@ -8,11 +8,19 @@ import type { Outcome } from './raw-http';
 const base = CHAT_CASE;
 const answer = answerOf;
 const rules = (c: FuzzCase, outcome: Outcome) => judgeAnswer(c, outcome).map((p) => p.rule);
+const COMPLETION = {
+  id: 'chatcmpl-1',
+  object: 'chat.completion',
+  created: 1,
+  model: 'tollway/sim-chat',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, logprobs: null, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+};
 const envelope = { error: { message: 'm', type: 'invalid_request_error', param: null, code: 'invalid_json' } };
 
 describe('judgeAnswer', () => {
   it('accepts a 2xx and a 4xx in the envelope', () => {
-    expect(rules(base, answer(200, {}))).toEqual([]);
+    expect(rules(base, answer(200, COMPLETION))).toEqual([]);
     expect(rules(base, answer(400, envelope))).toEqual([]);
   });
 
@@ -45,19 +53,19 @@ describe('judgeAnswer', () => {
   });
 
   it('flags a 2xx for a request that must be refused, and takes a clean close', () => {
-    expect(rules({ ...base, mustRefuse: true }, answer(200, {}))).toEqual(['refusal']);
+    expect(rules({ ...base, mustRefuse: true }, answer(200, COMPLETION))).toEqual(['refusal']);
     expect(rules({ ...base, mustRefuse: true }, { kind: 'closed', ms: 1, reason: 'end' })).toEqual([]);
   });
 
   it("wants an answer's x-request-id sent once, safe, and the client's own when that was acceptable", () => {
     const withId = (id: string, repeated: string[] = []): Outcome => {
-      const outcome = answer(200, {});
+      const outcome = answer(200, COMPLETION);
       if (outcome.kind !== 'response') throw new Error('unreachable');
       return { ...outcome, headers: { ...outcome.headers, 'x-request-id': id }, repeatedHeaders: repeated };
     };
     const uuid = '0b6f3c1e-3a4d-4b8e-9f10-2c3d4e5f6a7b';
     const sending = (value: string | Uint8Array): FuzzCase => ({ ...base, headers: [['X-Request-Id', value]] });
-    expect(rules(base, answer(200, {}))).toEqual([]); // no id at all (node's own refusals)
+    expect(rules(base, answer(200, COMPLETION))).toEqual([]); // no id at all (node's own refusals)
     expect(rules(base, withId(uuid))).toEqual([]);
     expect(rules(sending('client.id:1'), withId('client.id:1'))).toEqual([]);
     expect(rules(sending('client.id:1'), withId(uuid))).toEqual(['request-id']); // not echoed
@@ -69,9 +77,9 @@ describe('judgeAnswer', () => {
 });
 
 describe('judgeAnswer on event streams', () => {
-  const role = '{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"}}]}';
-  const totals =
-    '{"object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}';
+  const head = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"a/b",';
+  const role = `${head}"choices":[{"index":0,"delta":{"role":"assistant"}}]}`;
+  const totals = `${head}"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}`;
   const error = '{"error":{"message":"m","type":"server_error","param":null,"code":"engine_stream_error"}}';
   const stream = (...payloads: string[]) =>
     answer(200, payloads.map((payload) => `data: ${payload}\n\n`).join(''), 'text/event-stream; charset=utf-8');
@@ -90,5 +98,21 @@ describe('judgeAnswer on event streams', () => {
 
   it('leaves a stream longer than the client kept alone', () => {
     expect(rules(base, answer(200, `data: ${totals}\n\n`, 'text/event-stream', 1_000_000))).toEqual([]);
+  });
+});
+
+describe('judgeAnswer on a 200 chat completion', () => {
+  it('wants a ChatCompletionResponse on the chat path, read whole', () => {
+    expect(rules(base, answer(200, COMPLETION))).toEqual([]);
+    expect(rules(base, answer(200, { ...COMPLETION, created: 'now' }))).toEqual(['shape']);
+    expect(rules(base, answer(200, { ...COMPLETION, choices: [{ index: 0, message: { role: 'user' } }] }))).toEqual([
+      'shape',
+    ]);
+    expect(rules(base, answer(200, '{"id":'))).toEqual(['shape']);
+  });
+
+  it('leaves other paths and answers cut short alone', () => {
+    expect(rules({ ...base, target: '/v1/models' }, answer(200, { object: 'list', data: [] }))).toEqual([]);
+    expect(rules(base, answer(200, '{"id":', 'application/json', 1_000_000))).toEqual([]);
   });
 });

@@ -1,4 +1,4 @@
-import { EngineErrorResponse, ErrorResponse, SessionErrorResponse } from '@tollway/contracts';
+import { ChatCompletionResponse, EngineErrorResponse, ErrorResponse, SessionErrorResponse } from '@tollway/contracts';
 import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM } from './endpoints';
 import { eventsRuleBreak } from './events-rules';
 import { FAITHFUL_MODEL } from './hostile-engine';
@@ -66,6 +66,8 @@ export function judgeAnswer(c: FuzzCase, outcome: Outcome, hostileModel?: string
   if (requestId) problems.push({ rule: 'request-id', detail: requestId });
   const events = eventsProblem(c, outcome, hostileModel);
   if (events) problems.push({ rule: 'events', detail: events });
+  const completion = completionProblem(c, outcome);
+  if (completion) problems.push({ rule: 'shape', detail: completion });
   if (status < 300 && c.mustRefuse)
     problems.push({
       rule: 'refusal',
@@ -85,6 +87,27 @@ function eventsProblem(
   if (outcome.body.length < outcome.bodyBytes) return null; // longer than the client keeps
   const hostile = c.endpoint === HOSTILE_ENGINE_JSON || c.endpoint === HOSTILE_ENGINE_STREAM;
   return eventsRuleBreak({ body: outcome.body.toString('utf8'), mayBreak: hostile && hostileModel !== FAITHFUL_MODEL });
+}
+
+/**
+ * What is wrong with a 200 JSON answer to a chat completion, when its body was read whole: it must
+ * be a ChatCompletionResponse. Only for the chat path as the template has it (a mutated path may
+ * reach another endpoint).
+ */
+function completionProblem(c: FuzzCase, outcome: Extract<Outcome, { kind: 'response' }>): string | null {
+  if (c.service !== 'gateway' || c.method !== 'POST' || outcome.status !== 200) return null;
+  if (c.target !== '/v1/chat/completions' || outcome.body.length < outcome.bodyBytes) return null;
+  if (!(outcome.headers['content-type'] ?? '').startsWith('application/json')) return null;
+  let json: unknown;
+  try {
+    json = JSON.parse(outcome.body.toString('utf8'));
+  } catch {
+    return `a 200 chat completion that is not JSON: ${snippet(outcome.body)}`;
+  }
+  const parsed = ChatCompletionResponse.safeParse(json);
+  if (parsed.success) return null;
+  const issue = parsed.error.issues[0];
+  return `a 200 chat completion that is not a ChatCompletionResponse (${issue?.path.join('.') || '(root)'}: ${issue?.message}): ${snippet(outcome.body)}`;
 }
 
 /** The request ids both services accept from a client and echo (service-kit's rule). */
