@@ -104,7 +104,12 @@ export function errorMiddleware(logger: Logger, codes: BodyErrorCodes = DEFAULT_
       });
     if (!known) logger.error('unhandled error', { request_id: req.id, path: req.path, err: serializeError(err) });
     else if (error.status >= 500)
-      logger.error('request failed', { request_id: req.id, status: error.status, code: error.code });
+      logger.error('request failed', {
+        request_id: req.id,
+        status: error.status,
+        code: error.code,
+        message: error.message,
+      });
     for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
     res.status(error.status).json(error.toBody());
   };

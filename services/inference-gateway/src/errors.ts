@@ -4,7 +4,8 @@ import { ServiceError } from '@tollway/service-kit';
 /**
  * The gateway's error table. Every non-200 the gateway itself decides is built here, so each
  * status, code and message lives in one place; the service's errorMiddleware writes them.
- * Engine errors are not here: they pass through as the engine wrote them (see engines/engine-error.ts).
+ * Engine errors the client gets as the engine wrote them are not here (engines/engine-error.ts
+ * decides which they are, and turns the others into the errors below).
  */
 
 /** 401: missing, malformed, unknown or revoked key. The spec wants no `code` field at all. */
@@ -100,6 +101,31 @@ export function badEngineResponse(modelId: string, cause?: unknown): ServiceErro
     code: 'bad_engine_response',
     message: `The engine serving '${modelId}' sent a response the gateway could not read.`,
     cause,
+  });
+}
+
+/**
+ * 502: the engine refused the request with a status the inference API gives another meaning (401,
+ * 402, 403 and 404 name the client's key, credit and model id; here they are the engine's: the
+ * gateway's credentials, the model name or the URL it was configured with). The engine's message
+ * is neither sent nor logged: it may quote the gateway's own key. The log's `request failed` line
+ * carries this message, with the engine's status.
+ */
+export function engineRefused(modelId: string, engineStatus: number): ServiceError {
+  return new ServiceError({
+    status: 502,
+    type: 'server_error',
+    code: 'engine_refused',
+    message: `The engine serving '${modelId}' refused the gateway's request (status ${engineStatus}).`,
+  });
+}
+
+/** 400 `request_too_large`: the engine found the request larger than it accepts (its 413). */
+export function engineRequestTooLarge(modelId: string): ServiceError {
+  return new ServiceError({
+    status: 400,
+    code: INFERENCE_ERROR_CODES.requestTooLarge,
+    message: `The request is larger than the engine serving '${modelId}' accepts.`,
   });
 }
 

@@ -24,6 +24,16 @@ const FAKE_MODELS = [
   'error-mid-stream',
   'json-for-stream',
   'silent-stream',
+  'status-401',
+  'status-402',
+  'status-403',
+  'status-404',
+  'status-413',
+  'status-422',
+  'status-429',
+  'status-429-ms',
+  'status-422-nested',
+  'error-first-stream-429',
 ];
 
 /** A port nothing listens on (bound, then released). */
@@ -140,6 +150,83 @@ describe('gateway in front of HTTP engines', () => {
       await (await chat({ model: 'fake/flat' })).text();
       await admission.allClosed();
       expect(admission.tickets[before]).toMatchObject({ released: 1, settled: [] });
+    });
+  });
+
+  describe("engine statuses the API gives another meaning are not passed on as the client's", () => {
+    const envelope = async (res: Response) => (await res.json()) as { error: Record<string, unknown> };
+
+    it.each([401, 402, 403, 404])(
+      "an engine's %i is a 502 engine_refused in the envelope, the engine's message kept out",
+      async (status) => {
+        for (const stream of [false, true]) {
+          const res = await chat({ model: `fake/status-${status}`, stream });
+          expect(res.status).toBe(502);
+          const body = await envelope(res);
+          expect(body.error).toMatchObject({ type: 'server_error', param: null, code: 'engine_refused' });
+          expect(body.error.message).toContain(`status ${status}`);
+          expect(JSON.stringify(body)).not.toContain('sk-engine-secret');
+        }
+      },
+    );
+
+    it("an engine's 429 is 429 provider_overloaded with the engine's wait, retry-after or retry-after-ms", async () => {
+      for (const stream of [false, true]) {
+        const res = await chat({ model: 'fake/status-429', stream });
+        expect(res.status).toBe(429);
+        expect((await envelope(res)).error).toMatchObject({ code: 'provider_overloaded' });
+        expect(res.headers.get('retry-after')).toBe('3');
+        expect(res.headers.get('retry-after-ms')).toBe('3000');
+        expect(res.headers.get('x-should-retry')).toBe('true');
+      }
+      const ms = await chat({ model: 'fake/status-429-ms' });
+      expect(ms.status).toBe(429);
+      expect((await envelope(ms)).error).toMatchObject({ code: 'provider_overloaded' });
+      expect(ms.headers.get('retry-after-ms')).toBe('250');
+      expect(ms.headers.get('retry-after')).toBe('1');
+    });
+
+    it('an error event with code 429 before any chunk is a 429 provider_overloaded too', async () => {
+      const res = await chat({ model: 'fake/error-first-stream-429', stream: true });
+      expect(res.status).toBe(429);
+      expect((await envelope(res)).error).toMatchObject({ code: 'provider_overloaded' });
+      expect(res.headers.get('retry-after-ms')).toBe('1000');
+    });
+
+    it("an engine's 422 is a 400 in the flat shape with code 400; its 413 a 400 request_too_large", async () => {
+      const flat = await chat({ model: 'fake/status-422' });
+      expect(flat.status).toBe(400);
+      expect(await flat.json()).toEqual({
+        object: 'error',
+        message: 'engine says 422 (key sk-engine-secret)',
+        type: 'EngineError',
+        param: null,
+        code: 400,
+      });
+      const nested = await chat({ model: 'fake/status-422-nested' });
+      expect(nested.status).toBe(400);
+      expect(await nested.json()).toEqual({
+        object: 'error',
+        message: 'top_k: must be >= -1',
+        type: 'ValidationError',
+        param: 'top_k',
+        code: 400,
+      });
+      const large = await chat({ model: 'fake/status-413' });
+      expect(large.status).toBe(400);
+      expect((await envelope(large)).error).toMatchObject({ type: 'invalid_request_error', code: 'request_too_large' });
+    });
+
+    it('releases the admission of every such refusal', async () => {
+      const before = admission.tickets.length;
+      for (const model of ['status-401', 'status-429', 'status-413'])
+        await (await chat({ model: `fake/${model}` })).text();
+      await admission.allClosed();
+      expect(admission.tickets.slice(before)).toEqual([
+        expect.objectContaining({ released: 1, settled: [] }),
+        expect.objectContaining({ released: 1, settled: [] }),
+        expect.objectContaining({ released: 1, settled: [] }),
+      ]);
     });
   });
 

@@ -1,4 +1,12 @@
-import { EngineHttpError, toClientEngineError } from './engine-error';
+import type { ServiceError } from '@tollway/service-kit';
+import {
+  EngineHttpError,
+  engineRefusal,
+  ENGINE_RETRY_AFTER_DEFAULT_MS,
+  ENGINE_RETRY_AFTER_MAX_MS,
+  parseRetryAfter,
+  toClientEngineError,
+} from './engine-error';
 
 describe('toClientEngineError', () => {
   const answer = (status: number, type: string, body: string) =>
@@ -33,5 +41,67 @@ describe('toClientEngineError', () => {
   it('maps a non-error status to 502 and leaves unparseable JSON alone', () => {
     expect(answer(302, 'application/json', '{oops').status).toBe(502);
     expect(String(answer(400, 'application/json', '{oops').body)).toBe('{oops');
+  });
+});
+
+describe('engineRefusal', () => {
+  const refusal = (status: number, body = '{"object":"error","message":"m","type":"T","param":null,"code":1}') =>
+    engineRefusal('a/b', status, 'application/json', Buffer.from(body), null);
+
+  it('passes 400 and 5xx on as the engine wrote them', () => {
+    for (const status of [400, 500, 503]) {
+      const err = refusal(status);
+      expect(err).toBeInstanceOf(EngineHttpError);
+      expect((err as EngineHttpError).status).toBe(status);
+    }
+  });
+
+  it('makes a 422 a 400 whose JSON body has code 400, flat or nested; a text body unchanged', () => {
+    const flat = refusal(422) as EngineHttpError;
+    expect(flat.status).toBe(400);
+    expect(JSON.parse(String(flat.body))).toEqual({ object: 'error', message: 'm', type: 'T', param: null, code: 400 });
+    const nested = refusal(422, '{"error":{"message":"n","param":"top_k"}}') as EngineHttpError;
+    expect(JSON.parse(String(nested.body))).toEqual({
+      object: 'error',
+      message: 'n',
+      type: 'BadRequestError',
+      param: 'top_k',
+      code: 400,
+    });
+    const text = engineRefusal('a/b', 422, 'text/plain', Buffer.from('Inference error: x'), null) as EngineHttpError;
+    expect([text.status, String(text.body)]).toEqual([400, 'Inference error: x']);
+  });
+
+  it('makes a 429 a provider_overloaded with the wait asked, the default, or the cap', () => {
+    const asked = engineRefusal('a/b', 429, 'application/json', Buffer.from('{}'), 2500) as ServiceError;
+    expect(asked).toMatchObject({ status: 429, code: 'provider_overloaded' });
+    expect(asked.headers).toMatchObject({ 'retry-after-ms': '2500', 'retry-after': '3', 'x-should-retry': 'true' });
+    expect((refusal(429) as ServiceError).headers['retry-after-ms']).toBe(String(ENGINE_RETRY_AFTER_DEFAULT_MS));
+    const long = engineRefusal('a/b', 429, 'application/json', Buffer.from('{}'), 3_600_000) as ServiceError;
+    expect(long.headers['retry-after-ms']).toBe(String(ENGINE_RETRY_AFTER_MAX_MS));
+  });
+
+  it('makes a 413 a 400 request_too_large and every other status a 502 engine_refused', () => {
+    expect(refusal(413)).toMatchObject({ status: 400, code: 'request_too_large' });
+    for (const status of [401, 402, 403, 404, 405, 408, 409, 418])
+      expect(refusal(status)).toMatchObject({ status: 502, type: 'server_error', code: 'engine_refused' });
+  });
+});
+
+describe('parseRetryAfter', () => {
+  it('reads retry-after-ms first, then retry-after in seconds or as an HTTP date', () => {
+    expect(parseRetryAfter('250', '9')).toBe(250);
+    expect(parseRetryAfter('12.5', null)).toBe(13);
+    expect(parseRetryAfter(null, '3')).toBe(3000);
+    expect(parseRetryAfter('soon', '3')).toBe(3000);
+    const now = Date.parse('2026-11-25T10:00:00Z');
+    expect(parseRetryAfter(null, 'Wed, 25 Nov 2026 10:00:05 GMT', now)).toBe(5000);
+    expect(parseRetryAfter(null, 'Wed, 25 Nov 2026 09:59:00 GMT', now)).toBe(0);
+  });
+
+  it('is null when there is nothing it can read', () => {
+    expect(parseRetryAfter(null, null)).toBeNull();
+    expect(parseRetryAfter(null, 'later')).toBeNull();
+    expect(parseRetryAfter('-5', '-5')).toBeNull();
   });
 });

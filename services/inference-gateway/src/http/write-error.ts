@@ -57,7 +57,12 @@ export function writeError(res: ServerResponse, err: unknown, logger: Logger, re
       });
   if (!known) logger.error('unhandled error', { request_id: requestId, err: serializeError(err) });
   else if (error.status >= 500)
-    logger.error('request failed', { request_id: requestId, status: error.status, code: error.code });
+    logger.error('request failed', {
+      request_id: requestId,
+      status: error.status,
+      code: error.code,
+      message: error.message,
+    });
   const body = JSON.stringify(error.toBody());
   res.writeHead(error.status, {
     ...idHeader,

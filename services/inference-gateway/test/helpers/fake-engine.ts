@@ -87,6 +87,32 @@ export class FakeEngine {
           param: null,
           code: 503,
         });
+      case 'status-401':
+      case 'status-402':
+      case 'status-403':
+      case 'status-404':
+      case 'status-413':
+      case 'status-422':
+      case 'status-429': {
+        // An engine (or the API in front of it) refusing with its own status, vLLM's flat body.
+        const status = Number(record.model.slice('status-'.length));
+        if (status === 429) res.setHeader('retry-after', '3');
+        return json(res, status, {
+          object: 'error',
+          message: `engine says ${status} (key sk-engine-secret)`,
+          type: 'EngineError',
+          param: null,
+          code: status,
+        });
+      }
+      case 'status-429-ms':
+        res.setHeader('retry-after-ms', '250');
+        return json(res, 429, { error: { message: 'slow down', type: 'rate_limit', code: 'rate_limit_exceeded' } });
+      case 'status-422-nested':
+        return json(res, 422, { error: { message: 'top_k: must be >= -1', type: 'ValidationError', param: 'top_k' } });
+      case 'error-first-stream-429':
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        return void res.end('data: {"error":{"message":"queue full","type":"Overloaded","code":429}}\n\n');
       case 'hang':
         return; // never answers
       case 'json-for-stream':

@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { parseRetryAfter } from '../engine-error';
 import { ITERATION_DONE, type ClientAbort } from '../engine.types';
 
 /** The answer's head, and its body as the bytes undici read. */
@@ -6,6 +7,8 @@ export interface EngineResponse {
   statusCode: number;
   /** The `content-type` header, '' when absent. */
   contentType(): string;
+  /** The wait a 429's `retry-after-ms` or `retry-after` asks for, ms; null on other statuses or none. */
+  retryAfterMs(): number | null;
   body: EngineBody;
 }
 
@@ -60,6 +63,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   statusCode = 0;
   readonly body: EngineBody = this;
   private type = '';
+  private retryAfter: number | null = null;
   private abortConnection: ((err?: Error) => void) | null = null;
   private resumeConnection: (() => void) | null = null;
   private headersSettled = false;
@@ -93,7 +97,9 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
     this.statusCode = statusCode;
     // Read now, not kept: the header Buffers would stay alive (and be copied by every scavenge) for
     // as long as the stream lasts, only to be read when an engine refuses.
-    this.type = contentTypeOf(rawHeaders);
+    this.type = headerOf(rawHeaders, 'content-type') ?? '';
+    if (statusCode === 429)
+      this.retryAfter = parseRetryAfter(headerOf(rawHeaders, 'retry-after-ms'), headerOf(rawHeaders, 'retry-after'));
     this.resumeConnection = resume;
     this.headersSettled = true;
     this.resolveHead(this);
@@ -163,6 +169,10 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
     return this.type;
   }
 
+  retryAfterMs(): number | null {
+    return this.retryAfter;
+  }
+
   // EngineBody
 
   [Symbol.asyncIterator](): AsyncIterator<Buffer> {
@@ -202,12 +212,12 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, EngineResponse, Eng
   }
 }
 
-/** The `content-type` of raw undici headers (name, value, name, value, …), '' when absent. */
-function contentTypeOf(raw: readonly Buffer[]): string {
+/** The value of header `name` (lower case) in raw undici headers (name, value, name, value, …), null when absent. */
+function headerOf(raw: readonly Buffer[], name: string): string | null {
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i] as Buffer;
-    if (name.length === 12 && name.toString('latin1').toLowerCase() === 'content-type')
+    const candidate = raw[i] as Buffer;
+    if (candidate.length === name.length && candidate.toString('latin1').toLowerCase() === name)
       return (raw[i + 1] as Buffer).toString('latin1');
   }
-  return '';
+  return null;
 }

@@ -4,7 +4,7 @@ import type { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
 import { badEngineResponse, engineResponseTooLarge, engineUnavailable, upstreamTimeout } from '../../errors';
 import { isPassthroughChunk } from '../../streaming/passthrough';
 import { SseParser } from '../../streaming/sse-parser';
-import { EngineHttpError, flattenEngineError } from '../engine-error';
+import { EngineHttpError, engineRefusal, flattenEngineError } from '../engine-error';
 import {
   DEFAULT_ENGINE_RESPONSE_LIMITS,
   EngineAbortedError,
@@ -96,7 +96,8 @@ export class OpenAICompatibleEngine implements Engine {
       if (err instanceof EngineStreamError && err.engineError) {
         const flat = flattenEngineError(err.engineError, 500);
         const status = flat.code >= 400 && flat.code <= 599 ? flat.code : 500;
-        throw new EngineHttpError(status, 'application/json', Buffer.from(JSON.stringify({ ...flat, code: status })));
+        const body = Buffer.from(JSON.stringify({ ...flat, code: status }));
+        throw engineRefusal(this.modelId, status, 'application/json', body, null);
       }
       // Nothing was sent to the client yet, so a broken start still gets a status of its own.
       if (err instanceof EngineStreamError) {
@@ -187,7 +188,7 @@ export class OpenAICompatibleEngine implements Engine {
           continue;
         }
         const body = await this.readBounded(response.body);
-        throw new EngineHttpError(response.statusCode, response.contentType(), body);
+        throw engineRefusal(this.modelId, response.statusCode, response.contentType(), body, response.retryAfterMs());
       } catch (err) {
         throw this.duringBody(err, call.signal);
       } finally {
