@@ -34,6 +34,7 @@ const FAKE_MODELS = [
   'status-429-ms',
   'status-422-nested',
   'error-first-stream-429',
+  'odd-finish',
 ];
 
 /** A port nothing listens on (bound, then released). */
@@ -228,6 +229,20 @@ describe('gateway in front of HTTP engines', () => {
         expect.objectContaining({ released: 1, settled: [] }),
       ]);
     });
+  });
+
+  it("puts an engine's finish_reason outside the spec's four in the spec's terms, JSON and stream", async () => {
+    const json = (await (await chat({ model: 'fake/odd-finish' })).json()) as {
+      choices: Array<{ finish_reason: string }>;
+    };
+    expect(json.choices[0]?.finish_reason).toBe('stop');
+    const stream = await chat({ model: 'fake/odd-finish', stream: true });
+    const reasons = ssePayloads(await stream.text())
+      .filter((payload) => payload !== '[DONE]')
+      .flatMap((payload) => (JSON.parse(payload) as { choices: Array<{ finish_reason?: string | null }> }).choices)
+      .map((choice) => choice.finish_reason)
+      .filter((reason) => reason);
+    expect(reasons).toEqual(['stop']);
   });
 
   describe('what is forwarded', () => {

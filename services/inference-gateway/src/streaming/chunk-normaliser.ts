@@ -2,6 +2,7 @@ import type { ChatCompletionChunk, ChunkChoice, Usage } from '@tollway/contracts
 import type { SettledUsage } from '../admission/admission.types';
 import { RAW_JSON, type EngineChunk, type StreamItem } from '../engines/engine.types';
 import { countTextTokens } from '../tokenizer/count-tokens';
+import { normaliseFinishReasons } from './finish-reason';
 
 /**
  * Turns whatever chunks an engine sends into the spec's six Events rules:
@@ -66,6 +67,7 @@ export class ChunkNormaliser {
       for (const choice of chunk.choices) if (choice.delta) delete choice.delta.role;
       delete chunk[RAW_JSON];
     }
+    if (normaliseFinishReasons(chunk.choices)) delete chunk[RAW_JSON];
     let finishing = false;
     for (const choice of chunk.choices) {
       if (choice.finish_reason) finishing = true;

@@ -113,6 +113,21 @@ export class FakeEngine {
       case 'error-first-stream-429':
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         return void res.end('data: {"error":{"message":"queue full","type":"Overloaded","code":429}}\n\n');
+      case 'odd-finish':
+        // A finish reason outside the spec's four (TGI's, say), in a stream and in JSON.
+        if (body.stream) {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(chunk({ role: 'assistant', content: '' }));
+          res.write(chunk({ content: 'ok' }, { finish_reason: 'eos_token' }));
+          return void res.end('data: [DONE]\n\n');
+        }
+        // Named by its catalog id, so the gateway would send these very bytes if the reason were fine.
+        return raw(
+          res,
+          200,
+          'application/json',
+          JSON.stringify(completion(`fake/${record.model}`)).replace('"stop"', '"eos_token"'),
+        );
       case 'hang':
         return; // never answers
       case 'json-for-stream':

@@ -2,6 +2,7 @@ import type { ChatCompletionChunk, ChatCompletionResponse } from '@tollway/contr
 import { ServiceError } from '@tollway/service-kit';
 import type { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
 import { badEngineResponse, engineResponseTooLarge, engineUnavailable, upstreamTimeout } from '../../errors';
+import { normaliseFinishReasons } from '../../streaming/finish-reason';
 import { isPassthroughChunk } from '../../streaming/passthrough';
 import { SseParser } from '../../streaming/sse-parser';
 import { EngineHttpError, engineRefusal, flattenEngineError } from '../engine-error';
@@ -75,7 +76,8 @@ export class OpenAICompatibleEngine implements Engine {
       if (typeof completion !== 'object' || completion === null || !Array.isArray(completion.choices)) {
         throw badEngineResponse(this.modelId);
       }
-      if (completion.model === this.modelId) return { completion, raw };
+      const reasonsChanged = normaliseFinishReasons(completion.choices);
+      if (completion.model === this.modelId && !reasonsChanged) return { completion, raw };
       completion.model = this.modelId;
       return { completion };
     } catch (err) {
