@@ -45,8 +45,7 @@ function recordFromEvent(event: SessionEvent & { status: 'idle' | 'error' }, org
     status: event.status,
     org,
     turnId: null,
-    response:
-      event.status === 'idle' && event.response ? (JSON.parse(event.response) as SessionRecord['response']) : null,
+    response: event.response ? (JSON.parse(event.response) as SessionRecord['response']) : null,
     error: event.status === 'error' ? (event.error ?? null) : null,
   };
 }

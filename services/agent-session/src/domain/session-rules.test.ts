@@ -9,7 +9,7 @@ describe('session rules', () => {
     expect(normalizeSessionId('../x')).toBeNull();
   });
 
-  it('shows response only when idle and error only in error (rule 2)', () => {
+  it('hides response while running (rule 2), shows the last successful one otherwise, and error only in error', () => {
     const response = { role: 'assistant' as const, content: 'a' };
     const base = { sessionId: 's', org: null, turnId: null, response, error: 'e' };
     expect(toSessionResponse({ ...base, status: 'running' })).toEqual({
@@ -27,7 +27,7 @@ describe('session rules', () => {
     expect(toSessionResponse({ ...base, status: 'error' })).toEqual({
       session_id: 's',
       status: 'error',
-      response: null,
+      response,
       error: 'e',
     });
   });

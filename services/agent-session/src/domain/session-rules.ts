@@ -13,12 +13,16 @@ export function sessionLocation(sessionId: string): string {
   return `/sessions/${sessionId}`;
 }
 
-/** SessionResponse of a record: `response` only once idle after a success, `error` only in `error` (rule 2). */
+/**
+ * SessionResponse of a record: `response` is the agent's latest, from the last successful turn
+ * (null before one, and while running: rule 2), so a failed turn leaves the one before it; `error`
+ * only in `error`.
+ */
 export function toSessionResponse(record: SessionRecord): SessionResponse {
   return {
     session_id: record.sessionId,
     status: record.status,
-    response: record.status === 'idle' ? record.response : null,
+    response: record.status === 'running' ? null : record.response,
     error: record.status === 'error' ? record.error : null,
   };
 }

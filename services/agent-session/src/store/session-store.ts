@@ -115,7 +115,7 @@ export class SessionStore {
       status: status as SessionStatus,
       org,
       turnId: status === 'running' ? (turnId ?? null) : null,
-      response: status === 'idle' && response ? (JSON.parse(response) as ChatMessage) : null,
+      response: status !== 'running' && response ? (JSON.parse(response) as ChatMessage) : null,
       error: status === 'error' ? (error ?? null) : null,
     };
   }

@@ -152,6 +152,53 @@ describe('with an agent that raises', () => {
   });
 });
 
+describe('with an agent that fails when asked', () => {
+  let worker: RunningWorker;
+  beforeAll(async () => {
+    worker = await startTestWorker(prefix, { AGENT_MODULE: fixtureAgent('fails-when-asked') });
+  });
+  afterAll(() => worker.close());
+
+  it("a failed turn keeps the last successful turn's response; running hides it; the next success replaces it", async () => {
+    const id = await newSession();
+    const send = (content: string) => request(api.app).post(`/sessions/${id}/messages`).send({ content });
+    const first = { role: 'assistant', content: 'echo: one' };
+    expect((await send('one')).status).toBe(202);
+    expect((await request(api.app).get(`/sessions/${id}?wait=true&timeout=5`)).body).toEqual({
+      session_id: id,
+      status: 'idle',
+      response: first,
+      error: null,
+    });
+    expect((await send('fail')).status).toBe(202);
+    // The long-poll answers from the turn's event, a later GET from the store: both keep it.
+    expect((await request(api.app).get(`/sessions/${id}?wait=true&timeout=5`)).body).toEqual({
+      session_id: id,
+      status: 'error',
+      response: first,
+      error: 'asked to fail',
+    });
+    expect((await request(api.app).get(`/sessions/${id}`)).body).toMatchObject({ status: 'error', response: first });
+    expect((await send('two')).status).toBe(202);
+    expect((await request(api.app).get(`/sessions/${id}?wait=true&timeout=5`)).body).toMatchObject({
+      status: 'idle',
+      response: { role: 'assistant', content: 'echo: two' },
+      error: null,
+    });
+  });
+
+  it('a session whose only turn failed still has a null response', async () => {
+    const id = await newSession();
+    await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'fail' });
+    expect((await request(api.app).get(`/sessions/${id}?wait=true&timeout=5`)).body).toEqual({
+      session_id: id,
+      status: 'error',
+      response: null,
+      error: 'asked to fail',
+    });
+  });
+});
+
 describe('with an agent that calls a slow gateway twice', () => {
   let worker: RunningWorker;
   let gateway: TestServer;

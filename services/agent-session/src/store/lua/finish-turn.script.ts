@@ -3,8 +3,9 @@ import { luaScript } from '@tollway/accounts';
 /**
  * Ends a turn compare-and-set: only while the session is running this very turn. Success
  * appends the turn's messages and goes idle with `response`; error goes to error with the
- * message and appends nothing. Publishes the session event that wakes long-polls, carrying the
- * outcome (`response` JSON or `error`) so a woken long-poll answers without reading the session.
+ * message and appends nothing, keeping the `response` of the last successful turn. Publishes the
+ * session event that wakes long-polls, carrying the outcome (`response` JSON, and `error` on an
+ * error) so a woken long-poll answers without reading the session.
  *
  * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] errored set
  * ARGV[1] session id, ARGV[2] turn id, ARGV[3] now (ms), ARGV[4] events channel,
@@ -31,7 +32,13 @@ redis.call('HDEL', KEYS[1], 'turn_id', 'started_at')
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 local event = { session_id = ARGV[1], turn_id = ARGV[2], status = status }
-if status == 'idle' then event.response = ARGV[6] else event.error = ARGV[6] end
+if status == 'idle' then
+  event.response = ARGV[6]
+else
+  event.error = ARGV[6]
+  local kept = redis.call('HGET', KEYS[1], 'response')
+  if kept then event.response = kept end
+end
 redis.call('PUBLISH', ARGV[4], cjson.encode(event))
 return 'applied'
 `,

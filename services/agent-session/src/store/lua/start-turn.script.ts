@@ -2,7 +2,8 @@ import { luaScript } from '@tollway/accounts';
 
 /**
  * Moves an idle or errored session to running with a new turn id and appends the user message;
- * of concurrent sends exactly one gets 'ok'. Clears `response` and `error` (null while running).
+ * of concurrent sends exactly one gets 'ok'. Clears `error`; keeps the last successful `response`
+ * (shown again after a failed turn; hidden while running, rule 2).
  *
  * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] errored set
  * ARGV[1] session id, ARGV[2] caller's org ('' = none), ARGV[3] turn id, ARGV[4] now (ms), ARGV[5] message JSON
@@ -14,7 +15,7 @@ local s = redis.call('HMGET', KEYS[1], 'status', 'org')
 if not s[1] or s[2] ~= ARGV[2] then return 'missing' end
 if s[1] == 'running' then return 'busy' end
 redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', ARGV[3], 'started_at', ARGV[4], 'updated_at', ARGV[4])
-redis.call('HDEL', KEYS[1], 'response', 'error')
+redis.call('HDEL', KEYS[1], 'error')
 redis.call('RPUSH', KEYS[2], ARGV[5])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
