@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { SessionErrorResponse, SessionResponse } from '@tollway/contracts';
+import { HealthResponse, SessionErrorResponse, SessionResponse } from '@tollway/contracts';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from './api-harness';
 
 const prefix = testPrefix();
@@ -77,14 +77,23 @@ describe('POST /sessions', () => {
     expectError(res.body, 'request_too_large');
   });
 
-  it('answers 503 service_unavailable, not 500, when Redis is unreachable', async () => {
+  it('answers 503 service_unavailable, not 500, when Redis is unreachable; /health still 200 ok', async () => {
     const cut = await startReplica(`${prefix}cut:`);
+    await request(cut.app).post('/sessions');
+    const counted = await request(cut.app).get('/health');
+    expect(counted.body).toMatchObject({ status: 'ok', total_sessions: 1 });
+    expect(counted.headers['x-health-stale']).toBeUndefined();
     await cut.redis.quit();
     try {
       const res = await request(cut.app).post('/sessions');
       expect(res.status).toBe(503);
       expectError(res.body, 'service_unavailable');
       expect((await request(cut.app).get('/readyz')).status).toBe(503);
+      // The spec's HealthResponse.status is "always ok when the server is reachable".
+      const health = await request(cut.app).get('/health');
+      expect(health.status).toBe(200);
+      expect(HealthResponse.parse(health.body)).toEqual(counted.body);
+      expect(health.headers['x-health-stale']).toBe('true');
     } finally {
       await cut.close().catch(() => undefined);
     }
