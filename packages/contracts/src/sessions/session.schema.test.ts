@@ -136,6 +136,8 @@ describe('GetSessionQuery', () => {
       { wait: true, timeout: 2.5 },
     ],
     [{ timeout: '0' }, { wait: false, timeout: 0 }],
+    [{ timeout: '.5' }, { wait: false, timeout: 0.5 }],
+    [{ timeout: '30.' }, { wait: false, timeout: 30 }],
   ])('parses %p', (query, parsed) => {
     expect(GetSessionQuery.parse(query)).toEqual(parsed);
   });
@@ -144,6 +146,13 @@ describe('GetSessionQuery', () => {
     [{ wait: 'maybe' }, 'wait'],
     [{ timeout: '-1' }, 'timeout'],
     [{ timeout: 'soon' }, 'timeout'],
+    // Number() takes all of these, the empty ones as 0 (a long-poll that would not wait).
+    [{ timeout: '' }, 'timeout'],
+    [{ timeout: ' ' }, 'timeout'],
+    [{ timeout: '0x10' }, 'timeout'],
+    [{ timeout: '1e3' }, 'timeout'],
+    [{ timeout: 'Infinity' }, 'timeout'],
+    [{ timeout: ['1', '2'] }, 'timeout'],
   ])('refuses %p', (query, path) => {
     expect(issuePaths(GetSessionQuery, query)).toEqual([path]);
   });

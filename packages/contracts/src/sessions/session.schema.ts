@@ -58,13 +58,23 @@ export const HealthResponse = z.object({
 });
 export type HealthResponse = z.infer<typeof HealthResponse>;
 
+/**
+ * Seconds as decimal digits with an optional fraction. Number() would also take an empty value or
+ * blanks (as 0: a long-poll that never waits), hex and exponents.
+ */
+const DECIMAL_SECONDS = /^(?:\d+(?:\.\d*)?|\.\d+)$/;
+
 /** Query of `GET /sessions/{session_id}`: `wait` (default false) and `timeout` in seconds. */
 export const GetSessionQuery = z.object({
   wait: z
     .enum(['true', 'false', '1', '0'])
     .optional()
     .transform((value) => value === 'true' || value === '1'),
-  timeout: z.coerce.number().min(0).optional(),
+  timeout: z
+    .string()
+    .regex(DECIMAL_SECONDS, 'timeout must be a number of seconds, 0 or more')
+    .transform(Number)
+    .optional(),
 });
 export type GetSessionQuery = z.infer<typeof GetSessionQuery>;
 
