@@ -70,6 +70,54 @@ describe('sim server: how a stream is written', () => {
     expect(chunks.at(-1)).toBe('data: [DONE]\n\n');
   });
 
+  it('refuses a stream past the context length with a 400, as a JSON request, not a 200 cut off', async () => {
+    const port = await sim({});
+    const tooLong = (stream: boolean) =>
+      fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'simulated',
+          messages: [{ role: 'user', content: 'x' }],
+          max_tokens: 5000,
+          stream,
+        }),
+      });
+    for (const stream of [false, true]) {
+      const res = await tooLong(stream);
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { message: string }).message).toMatch(/context length/);
+    }
+  });
+
+  it('gives the generation slot of a stream whose client left back at once', async () => {
+    // A token every 5 s: a stream left to finish would hold its slot for over a minute.
+    const slow = new SimServer({
+      time_to_first_token_ms: 0,
+      time_per_output_token_ms: 5000,
+      max_concurrency: 1,
+      default_max_tokens: 16,
+      max_model_len: 4096,
+      reasoning: false,
+      ignore_eos: true,
+      error_style: 'json',
+    });
+    started.push(slow);
+    const url = `http://127.0.0.1:${await slow.listen(0)}/v1/chat/completions`;
+    const init = { method: 'POST', headers: { 'content-type': 'application/json' }, body };
+    for (let i = 0; i < 2; i++) {
+      // Each stream gets the only slot (the second only if the first gave it back), then its client leaves.
+      const left = new AbortController();
+      const res = await fetch(url, { ...init, signal: left.signal });
+      expect((await res.body?.getReader().read())?.done).toBe(false);
+      expect(slow.load()).toEqual({ running: 1, waiting: 0 });
+      left.abort();
+      const deadline = Date.now() + 2000;
+      while (slow.load().running > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      expect(slow.load()).toEqual({ running: 0, waiting: 0 });
+    }
+  });
+
   it('by default the events generated together leave in one HTTP chunk', async () => {
     const chunks = httpChunks(await rawExchange(await sim({}), body));
     expect(chunks.length).toBeLessThanOrEqual(2);

@@ -138,10 +138,20 @@ export class SimServer {
           includeUsage: streamOptions?.include_usage === true,
           continuousUsage: streamOptions?.continuous_usage_stats === true,
         };
-        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-        for await (const batch of this.simulator.stream(request, controller.signal, options)) {
-          await this.writeEvents(res, batch, controller.signal);
-          if (controller.signal.aborted) throw new EngineAbortedError(null);
+        const batches = this.simulator.stream(request, controller.signal, options);
+        // The first step checks the request (its context length among others): a refusal is still a
+        // 400, as vLLM refuses before it streams, not a 200 cut off.
+        try {
+          let next = await batches.next();
+          res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+          while (!next.done) {
+            await this.writeEvents(res, next.value, controller.signal);
+            if (controller.signal.aborted) throw new EngineAbortedError(null);
+            next = await batches.next();
+          }
+        } finally {
+          // Frees the generation slot of a stream left early (what for-await's exit did).
+          await batches.return(undefined);
         }
         res.end('data: [DONE]\n\n');
       }
