@@ -64,8 +64,8 @@ describe('gateway error table', () => {
   });
 
   describe('400 envelope rows', () => {
-    it('invalid_json for a broken body and for JSON that is not an object', async () => {
-      for (const body of ['{"model": "tollway/sim-chat", ', '[1,2]', '"text"']) {
+    it('invalid_json for a broken body, for no body at all and for JSON that is not an object', async () => {
+      for (const body of ['{"model": "tollway/sim-chat", ', '', '[1,2]', '"text"', 'null']) {
         const res = await chat(body);
         expect(res.status).toBe(400);
         expect(((await res.json()) as { error: { code: string } }).error.code).toBe('invalid_json');

@@ -66,9 +66,9 @@ async function serve(
   observation?.authenticated(principal);
   let body: unknown;
   try {
-    // No body reads as `{}` (then `model_required`); a JSON `null` is a body that is not an object.
+    // No body at all is not JSON either: `invalid_json`, as a JSON `null` (a body that is not an
+    // object) and as the express route answers it.
     body = await readJsonBody(req, deps.bodyLimits);
-    if (body === undefined) body = {};
   } catch (err) {
     throw fromBodyParserError(err) ?? err;
   }
