@@ -1,4 +1,4 @@
-import { ENGINE_BAD_REQUEST_TYPE, INFERENCE_ERROR_CODES } from '@tollway/contracts';
+import { ENGINE_BAD_REQUEST_TYPE, INFERENCE_ERROR_CODES, WIRE_BOUNDS } from '@tollway/contracts';
 import { ServiceError } from '@tollway/service-kit';
 
 /**
@@ -160,6 +160,11 @@ export class ParameterError extends Error {
   }
 }
 
+/**
+ * A client's value for a message: whole up to the longest id a request may carry (so any model id
+ * that could exist is quoted exactly), cut there beyond it (a megabyte of model name is not echoed).
+ */
 function truncate(value: string): string {
-  return value.length > 200 ? `${value.slice(0, 200)}…` : value;
+  const max = WIRE_BOUNDS.idLength.max;
+  return value.length > max ? `${value.slice(0, max)}…` : value;
 }

@@ -100,6 +100,18 @@ describe('gateway error table', () => {
       expect(((await viaChat.json()) as { error: { message: string } }).error.message).toContain('acme/ghost');
     });
 
+    it('quotes any id a request may carry whole (256 characters), and cuts a longer one', async () => {
+      const longest = `acme/${'g'.repeat(251)}`;
+      for (const [model, quoted] of [
+        [longest, `'${longest}'`],
+        [`${longest}xyz`, `'${longest}…'`],
+      ] as const) {
+        const res = await chat({ model, messages: hi });
+        expect(res.status).toBe(404);
+        expect(((await res.json()) as { error: { message: string } }).error.message).toContain(quoted);
+      }
+    });
+
     it.each(['/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/batches', '/v1/anything/else', '/v1'])(
       'POST and GET %s are 404 with the envelope, with or without a key',
       async (path) => {
