@@ -171,7 +171,7 @@ function inferencePaths(): Record<string, OpenApiPathItem> {
             headers: RETRY_HEADER_REFS,
           },
           '5XX': errorJson(
-            'The engine failed or did not answer (502 `engine_unavailable` or `bad_engine_response`, 504 `upstream_timeout`), or admission control could not reach Redis (503 `admission_unavailable`, with retry headers); Tollway’s choice: the envelope.',
+            'The engine could not be reached, refused the gateway or sent what it cannot read (502 `engine_unavailable`, `engine_refused` or `bad_engine_response`), did not answer (504 `upstream_timeout`), or admission control could not reach Redis (503 `admission_unavailable`, with retry headers): Tollway’s choice, the envelope. An engine’s own 5xx (after one retry) keeps its status and body.',
             {
               error: {
                 message: 'No engine replica answered.',
