@@ -91,6 +91,13 @@ describe('gateway in front of HTTP engines', () => {
             replicas: [{ base_url: fake.baseUrl, model: 'always-503' }, { base_url: fast.baseUrl }],
           },
         },
+        {
+          ...httpModel('sim/429-first', []),
+          engine: {
+            kind: 'openai-compatible',
+            replicas: [{ base_url: fake.baseUrl, model: 'status-429' }, { base_url: fast.baseUrl }],
+          },
+        },
         httpModel('sim/all-dead', [dead]),
         httpModel('sim/bulk', [bulk.baseUrl], { context_length: 1_000_000 }),
       ]),
@@ -325,6 +332,16 @@ describe('gateway in front of HTTP engines', () => {
         await res.json();
       }
       expect(fake.requests.filter((r) => r.model === 'always-503').length).toBeGreaterThan(before);
+    });
+
+    it("retries an overloaded replica's 429 on another replica, streamed or not", async () => {
+      const before = fake.requests.filter((r) => r.model === 'status-429').length;
+      for (let i = 0; i < 4; i++) {
+        const res = await chat({ model: 'sim/429-first', max_tokens: 3, stream: i % 2 === 1 });
+        expect(res.status).toBe(200);
+        await res.text();
+      }
+      expect(fake.requests.filter((r) => r.model === 'status-429').length).toBeGreaterThan(before);
     });
 
     it('502 when no replica can be reached', async () => {

@@ -147,7 +147,11 @@ export class OpenAICompatibleEngine implements Engine {
     return this.replicas.close();
   }
 
-  /** Sends to the best replica; on a connect error or a 5xx, once more to another. Resolves on a 200. */
+  /**
+   * Sends to the best replica; on a connect error or a 5xx, once more to another (the same when it
+   * is the only one); on a 429 (that replica is overloaded), once more to another when there is
+   * one. Resolves on a 200.
+   */
   private async send(call: EngineCall): Promise<{ replica: Replica; response: EngineResponse }> {
     let replica = this.replicas.pick();
     for (let attempt = 1; ; attempt++) {
@@ -183,7 +187,8 @@ export class OpenAICompatibleEngine implements Engine {
       if (response.statusCode === 200) return { replica, response };
       try {
         if (response.statusCode >= 500) replica.errors++;
-        if (response.statusCode >= 500 && attempt === 1) {
+        const overloaded = response.statusCode === 429 && this.replicas.replicas.length > 1;
+        if ((response.statusCode >= 500 || overloaded) && attempt === 1) {
           await response.body.dump();
           replica.retries++;
           replica = this.replicas.pick(replica);
