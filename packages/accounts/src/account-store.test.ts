@@ -86,6 +86,31 @@ describe('keys', () => {
     expect(await redis.exists(`${prefix}apikey:${hashApiKey(created!.key)}`)).toBe(0);
     expect(await store.getKey(created!.id)).toBeNull();
   });
+
+  it('no key created while its organization is deleted stays usable, nor comes back with an org of the same id', async () => {
+    // The keys the store answered with are the ones a client could hold; every one must be dead.
+    const handedOut: string[] = [];
+    for (let round = 0; round < 30; round++) {
+      const id = `race${round}`;
+      await store.createOrganization({ id, name: 'Race', budgets, credit: 1 });
+      const creates = Array.from({ length: 12 }, (_, i) =>
+        store.createKey(id, `k${i}`, i % 2 === 0 ? 'standard' : 'admin').catch(() => null),
+      );
+      // The deletion starts among the creations, as a DELETE sent among POSTs does.
+      const deletion = new Promise((resolve) => setTimeout(resolve, round % 4)).then(() =>
+        store.deleteOrganization(id),
+      );
+      const [keys] = await Promise.all([Promise.all(creates), deletion]);
+      for (const key of keys) if (key) handedOut.push(key.key);
+      await store.createOrganization({ id, name: 'Same id, new owner', budgets, credit: 1 });
+      expect(await store.listKeys(id)).toEqual([]);
+    }
+    expect(handedOut.length).toBeGreaterThan(0);
+    for (const key of handedOut) expect(await redis.exists(`${prefix}apikey:${hashApiKey(key)}`)).toBe(0);
+    // Nothing of them left in the key-to-org index either.
+    const index = await redis.hgetall(`${prefix}key-orgs`);
+    expect(Object.values(index).filter((orgId) => orgId.startsWith('race'))).toEqual([]);
+  });
 });
 
 describe('ensureDevOrganization', () => {

@@ -15,6 +15,7 @@ import { readBucketBalances } from './bucket-balances';
 import { luaScript } from './lua-script';
 import { accountKeys, type AccountKeys } from './redis-keys';
 import { CREATE_ORG_LUA } from './scripts/create-org.lua';
+import { ACTIVATE_KEY_LUA, DELETE_ORG_LUA, KEY_STILL_LIVE_LUA } from './scripts/key-lifecycle.lua';
 import { UPDATE_ORG_LUA } from './scripts/update-org.lua';
 import { readUsage } from './usage';
 
@@ -23,6 +24,9 @@ export const ORG_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
 const createOrgScript = luaScript(CREATE_ORG_LUA, 'create_org');
 const updateOrgScript = luaScript(UPDATE_ORG_LUA, 'update_org');
+const activateKeyScript = luaScript(ACTIVATE_KEY_LUA, 'activate_key');
+const deleteOrgScript = luaScript(DELETE_ORG_LUA, 'delete_org');
+const keyStillLiveScript = luaScript(KEY_STILL_LIVE_LUA, 'key_still_live');
 
 /** Options of createAccountStore. */
 export interface AccountStoreOptions {
@@ -186,24 +190,29 @@ export class AccountStore {
     return organization && { organization, replayed: outcome === 2 };
   }
 
-  /** Deletes an organization, revoking its keys first; false when there was none. */
+  /**
+   * Deletes an organization and revokes its keys; false when there was none. The record goes
+   * first, in one step with the listing of its keys: from then on no key can join it (a key being
+   * created meanwhile is refused, see registerKey), so every key it had is revoked here.
+   */
   async deleteOrganization(orgId: string): Promise<boolean> {
     if (!ORG_ID_PATTERN.test(orgId)) return false;
-    const keyIds = await this.redis.smembers(this.keys.orgKeys(orgId));
+    const [existed, keyIds] = (await deleteOrgScript.run(
+      this.redis,
+      [this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.buckets(orgId), this.keys.slices(orgId)],
+      [],
+    )) as [number, string[]];
     for (const keyId of keyIds) await this.revokeKey(keyId);
-    const multi = this.redis
-      .multi()
-      .del(this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.buckets(orgId), this.keys.slices(orgId));
+    const multi = this.redis.multi().del(this.keys.orgKeys(orgId));
     for (const keyId of keyIds) multi.del(this.keys.key(orgId, keyId));
-    const results = await multi.exec();
+    await multi.exec();
     await this.redis
       .multi()
       .srem(this.keys.orgIndex(), orgId)
       .hdel(this.keys.keyOrgs(), ...(keyIds.length > 0 ? keyIds : ['-']))
       .exec();
     await this.redis.publish(this.keys.orgChangeChannel(), orgId);
-    const deleted = results?.[0]?.[1];
-    return typeof deleted === 'number' && deleted > 0;
+    return existed === 1;
   }
 
   /** Creates a random key for an organization (role default `standard`); the plaintext is in the result and nowhere else. */
@@ -249,22 +258,34 @@ export class AccountStore {
       last_used_at: null,
       revoked_at: null,
     };
-    await this.redis
-      .multi()
-      .hset(this.keys.key(orgId, id), {
-        id,
-        org_id: orgId,
-        name: name ?? '',
-        role,
-        last4: info.last4,
-        created: info.created,
-        hash,
-      })
-      .sadd(this.keys.orgKeys(orgId), id)
-      .exec();
+    const record = { id, org_id: orgId, name: name ?? '', role, last4: info.last4, created: info.created, hash };
+    const recorded = await activateKeyScript.run(
+      this.redis,
+      [this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.key(orgId, id)],
+      [id, ...Object.entries(record).flat()],
+    );
+    if (recorded !== 1) {
+      // The organization was deleted since the check above: nothing of the key may stay.
+      await this.redis.del(this.keys.keyByHash(hash));
+      return null;
+    }
     await this.redis.hset(this.keys.keyOrgs(), id, orgId);
     // Last: the index entry that makes the key usable.
     await this.redis.hset(this.keys.keyByHash(hash), { org_id: orgId, key_id: id, hash, role });
+    // An organization deleted since the key was recorded revoked it, maybe before that entry was
+    // written: then it is taken back, and the key is never handed out.
+    const live = await keyStillLiveScript.run(this.redis, [this.keys.org(orgId), this.keys.key(orgId, id)], []);
+    if (live !== 1) {
+      await this.redis
+        .multi()
+        .del(this.keys.keyByHash(hash))
+        .hdel(this.keys.keyOrgs(), id)
+        .del(this.keys.key(orgId, id))
+        .srem(this.keys.orgKeys(orgId), id)
+        .exec();
+      await this.redis.publish(this.keys.revocationChannel(), hash);
+      return null;
+    }
     return { ...info, key };
   }
 

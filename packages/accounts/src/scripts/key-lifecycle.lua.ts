@@ -1,0 +1,50 @@
+/**
+ * The steps of a key's life that must not interleave with its organization's deletion. Each runs
+ * on the organization's hash tag alone (Redis Cluster safe); the global key index is written
+ * around them by AccountStore, which checks again after making a key usable (see registerKey).
+ */
+
+/**
+ * Records a new key in its organization, only while the organization exists. After
+ * DELETE_ORG_LUA has run, no key can join the organization's set, so none escapes its revocation.
+ *
+ * KEYS[1]  the organization hash     KEYS[2]  the organization's key set
+ * KEYS[3]  the key's record
+ * ARGV[1]  key id; ARGV[2..] the record's field/value pairs
+ * Returns  1 when recorded, 0 when the organization does not exist (nothing written)
+ */
+export const ACTIVATE_KEY_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[3], unpack(ARGV, 2))
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+`;
+
+/**
+ * Deletes an organization's record, buckets and slices at once and lists its keys, from which no
+ * key can be added any more (ACTIVATE_KEY_LUA needs the organization), for the caller to revoke.
+ *
+ * KEYS[1]  the organization hash     KEYS[2]  the organization's key set
+ * KEYS[3]  its buckets               KEYS[4]  its quota slices
+ * Returns  { 1 when the organization existed else 0, the key ids }
+ */
+export const DELETE_ORG_LUA = `
+local existed = redis.call('EXISTS', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
+return { existed, redis.call('SMEMBERS', KEYS[2]) }
+`;
+
+/**
+ * Whether a key just made usable still belongs to a live organization and is not revoked (an
+ * organization deleted meanwhile revoked its keys, or removed their records).
+ *
+ * KEYS[1]  the organization hash     KEYS[2]  the key's record
+ * Returns  1 when the key may stay usable, else 0
+ */
+export const KEY_STILL_LIVE_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local record = redis.call('HMGET', KEYS[2], 'id', 'revoked_at')
+if not record[1] then return 0 end
+if record[2] and record[2] ~= '' then return 0 end
+return 1
+`;
