@@ -109,15 +109,13 @@ function sessionApi(options: ConsoleRouterOptions): Router {
     // A cross-site page must not sign the browser in to an account of its choosing either.
     if (!sameOrigin(req)) throw csrfRejected();
     const address = req.ip ?? req.socket.remoteAddress ?? 'unknown';
-    const waitMs = await limiter.retryAfterMs(address);
-    if (waitMs > 0) throw signInRateLimited(waitMs);
     const body = ConsoleSignInRequest.safeParse(req.body ?? {});
     if (!body.success) throw invalidAdminRequest(body.error);
+    const waitMs = await limiter.attempt(address);
+    if (waitMs > 0) throw signInRateLimited(waitMs);
     const caller: AdminCaller | null = await tokenCaller(body.data.token, isAdminToken, options.keys);
-    if (!caller) {
-      await limiter.recordFailure(address);
-      throw signInFailed();
-    }
+    if (!caller) throw signInFailed();
+    await limiter.succeeded(address);
     const previous = await sessions.read(readSessionCookie(req));
     if (previous) await sessions.destroy(previous.id);
     const { record, cookie } =

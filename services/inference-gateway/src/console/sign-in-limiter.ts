@@ -10,29 +10,39 @@ export interface SignInLimiterOptions {
   windowMs: number;
 }
 
+/** Gives back an attempt taken by `attempt`, unless its window already ended (no count then). */
+const GIVE_BACK_LUA = `if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('DECR', KEYS[1]) end return 1`;
+
 /**
  * Counts failed console sign-ins per client address in Redis, so the limit holds across gateway
- * replicas: after `maxFailures` failures the address is refused until its window ends. Successful
- * sign-ins are not counted and do not reset the count (a guesser holding one valid key gains nothing).
+ * replicas: after `maxFailures` failures the address is refused until its window ends. Every
+ * attempt is counted before its token is checked, in one atomic step with the check of the limit,
+ * so a burst of parallel guesses gets no more than `maxFailures` checked; a sign-in that succeeds
+ * gives its attempt back. Successes do not reset the count (a guesser holding one valid key gains
+ * nothing).
  */
 export class SignInLimiter {
   constructor(private readonly options: SignInLimiterOptions) {}
 
-  /** 0 when `address` may try; otherwise the ms until it may try again. */
-  async retryAfterMs(address: string): Promise<number> {
+  /**
+   * Takes one attempt for `address`: 0 when it may check a token now (the attempt counts as a
+   * failure unless `succeeded` gives it back), otherwise the ms until it may try again.
+   */
+  async attempt(address: string): Promise<number> {
     const key = this.key(address);
-    const [[, count], [, ttl]] = (await this.options.redis.multi().get(key).pttl(key).exec()) as [
-      [unknown, string | null],
-      [unknown, number],
-    ];
-    if (Number(count ?? 0) < this.options.maxFailures) return 0;
+    const [, [, count], [, ttl]] = (await this.options.redis
+      .multi()
+      .set(key, 0, 'PX', this.options.windowMs, 'NX')
+      .incr(key)
+      .pttl(key)
+      .exec()) as [unknown, [unknown, number], [unknown, number]];
+    if (count <= this.options.maxFailures) return 0;
     return ttl > 0 ? ttl : this.options.windowMs;
   }
 
-  /** Records one failure of `address`. */
-  async recordFailure(address: string): Promise<void> {
-    const key = this.key(address);
-    await this.options.redis.multi().set(key, 0, 'PX', this.options.windowMs, 'NX').incr(key).exec();
+  /** Gives back the attempt of a sign-in that succeeded. */
+  async succeeded(address: string): Promise<void> {
+    await this.options.redis.eval(GIVE_BACK_LUA, 1, this.key(address));
   }
 
   private key(address: string): string {

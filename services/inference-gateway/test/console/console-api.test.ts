@@ -1,5 +1,6 @@
 import request from 'supertest';
 import { readFileSync, readdirSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import path from 'node:path';
 import { ConsoleSession } from '@tollway/contracts';
 import { CONSOLE_CSP } from '../../src/console/console.router';
@@ -282,6 +283,45 @@ describe('an organization admin in the admin API', () => {
   });
 });
 
+/**
+ * Sends one sign-in per token, each on a connection of its own, all written in the same turn once
+ * every connection is open, so the gateway has them all at once; resolves their statuses.
+ */
+async function simultaneousSignIns(baseUrl: string, tokens: string[]): Promise<number[]> {
+  const { hostname, port } = new URL(baseUrl);
+  const sockets = await Promise.all(
+    tokens.map(
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = connect(Number(port), hostname, () => resolve(socket));
+          socket.on('error', reject);
+        }),
+    ),
+  );
+  const answers = sockets.map(
+    (socket) =>
+      new Promise<number>((resolve) => {
+        let head = '';
+        socket.on('data', (data: Buffer) => {
+          head += data.toString('latin1');
+          const status = /^HTTP\/1\.1 (\d{3})/.exec(head);
+          if (status) {
+            resolve(Number(status[1]));
+            socket.destroy();
+          }
+        });
+      }),
+  );
+  tokens.forEach((token, i) => {
+    const body = JSON.stringify({ token });
+    sockets[i]?.write(
+      `POST /console/api/session HTTP/1.1\r\nHost: ${hostname}:${port}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+  });
+  return Promise.all(answers);
+}
+
 describe('failed sign-ins', () => {
   it('are limited per address: after the limit even the right token waits, with retry-after', async () => {
     const limited = await startConsoleGateway({
@@ -300,6 +340,26 @@ describe('failed sign-ins', () => {
       // The limit lives in Redis, so every replica sees it.
       const ttl = await limited.redis.pttl(`${limited.prefix}console:sign-in-failures:127.0.0.1`);
       expect(ttl).toBeGreaterThan(0);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('answer no more than the limit of guesses sent all at once with 401, and a success costs nothing', async () => {
+    const limited = await startConsoleGateway({
+      CONSOLE_SIGN_IN_MAX_FAILURES: '5',
+      CONSOLE_SIGN_IN_WINDOW_MS: '60000',
+    });
+    try {
+      const attempt = (token: string) => request(limited.baseUrl).post('/console/api/session').send({ token });
+      for (let i = 0; i < 8; i++) expect((await attempt(ADMIN_TOKEN)).status).toBe(201);
+      const statuses = await simultaneousSignIns(
+        limited.baseUrl,
+        Array.from({ length: 40 }, (_, i) => `wrong-${i}`),
+      );
+      expect(statuses.filter((status) => status === 401)).toHaveLength(5);
+      expect(statuses.filter((status) => status === 429)).toHaveLength(35);
+      expect((await attempt(ADMIN_TOKEN)).status).toBe(429);
     } finally {
       await limited.close();
     }
