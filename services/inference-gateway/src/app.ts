@@ -27,6 +27,7 @@ import type { GatewayTelemetry } from './observability/chat-observation';
 import { buildGatewayTelemetry } from './observability/gateway-telemetry';
 import { PromptTokenCounter } from './tokenizer/count-tokens';
 import { writeMetrics } from '@tollway/telemetry';
+import type { LiveRelays } from './streaming/live-relays';
 
 /**
  * Redis unreachable or silent past its reply timeout, on the admin API or the console (the
@@ -55,6 +56,8 @@ export interface GatewayDeps {
   telemetry?: GatewayTelemetry;
   /** Counts prompts for admission; default one keeping PROMPT_TOKEN_CACHE_ENTRIES counts. Give the same to the telemetry. */
   promptTokens?: PromptTokenCounter;
+  /** The streams being relayed, for a shutdown to end when its drain time is up (main.ts). */
+  liveRelays?: LiveRelays;
 }
 
 /**
@@ -73,6 +76,7 @@ export function buildApp(deps: GatewayDeps): Express {
     defaultOutputReservationTokens: deps.config.defaultOutputReservationTokens,
     promptTokens,
     telemetry,
+    relays: deps.liveRelays,
   };
   const bodyLimits = { maxBytes: deps.config.maxBodyBytes, maxDepth: deps.config.maxJsonDepth };
   const fast = chatFastPath({ ...chatDeps, authenticator: deps.authenticator, bodyLimits });

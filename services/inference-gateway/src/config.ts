@@ -44,6 +44,12 @@ export const GatewayConfigSchema = z.object({
   maxEngineStreamBytes: z.coerce.number().int().min(1024).default(DEFAULT_ENGINE_RESPONSE_LIMITS.maxStreamBytes),
   /** Upstream timeout in milliseconds: time to the engine's first byte, and longest silence mid-stream; default 300 000. */
   upstreamTimeoutMs: z.coerce.number().int().min(1).default(300_000),
+  /**
+   * Time a SIGTERM leaves the gateway to finish, ms; default 30 000 (Kubernetes' default grace).
+   * Requests in flight run on until 5 s before it (at least half of it); the streams still open
+   * then end with a `server_shutting_down` event, and what they relayed is settled.
+   */
+  shutdownGraceMs: z.coerce.number().int().min(1000).default(30_000),
   /** Upstream connections kept per engine replica; default 128. */
   upstreamConnections: z.coerce.number().int().min(1).default(128),
   /** Output tokens reserved when a request sets neither max_tokens nor max_completion_tokens; default 1024. */
@@ -120,6 +126,7 @@ export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSc
   maxEngineEventBytes: { env: 'MAX_ENGINE_EVENT_BYTES' },
   maxEngineStreamBytes: { env: 'MAX_ENGINE_STREAM_BYTES' },
   upstreamTimeoutMs: { env: 'UPSTREAM_TIMEOUT_MS' },
+  shutdownGraceMs: { env: 'SHUTDOWN_GRACE_MS' },
   upstreamConnections: { env: 'UPSTREAM_CONNECTIONS' },
   defaultOutputReservationTokens: { env: 'DEFAULT_OUTPUT_RESERVATION_TOKENS' },
   promptTokenCacheEntries: { env: 'PROMPT_TOKEN_CACHE_ENTRIES' },

@@ -1,5 +1,7 @@
+import type { Server } from 'node:http';
 import {
   createLogger,
+  type Logger,
   createRedis,
   installShutdown,
   logUnhandledRejections,
@@ -13,6 +15,7 @@ import { CatalogStore, followCatalogChanges } from './catalog/catalog-store';
 import { loadGatewayConfig } from './config';
 import { engineContextOf, EngineRegistry } from './engines';
 import { buildGatewayTelemetry } from './observability/gateway-telemetry';
+import { LiveRelays } from './streaming/live-relays';
 import { PromptTokenCounter } from './tokenizer/count-tokens';
 
 async function main(): Promise<void> {
@@ -35,9 +38,10 @@ async function main(): Promise<void> {
     tracer: tracing?.tracer,
   });
 
+  const liveRelays = new LiveRelays();
   const app = buildApp({
     ...{ config, logger, catalog, engines, authenticator, admission, redis, adminRouter, consoleRouter, openApi },
-    ...{ telemetry, promptTokens },
+    ...{ telemetry, promptTokens, liveRelays },
   });
   const metricsServer =
     telemetry.metrics && config.metricsPort !== undefined
@@ -54,15 +58,58 @@ async function main(): Promise<void> {
     metrics: telemetry.metrics ? (metricsServer ? metricsServer.address() : '/metrics') : 'off',
     tracing: tracing !== null,
   });
-  installShutdown(logger, [
-    { name: 'http', run: () => closeServer(server) },
-    { name: 'metrics', run: () => (metricsServer ? closeServer(metricsServer) : undefined) },
-    { name: 'catalog', run: () => catalog.close() },
-    { name: 'engines', run: () => engines.close() },
-    { name: 'accounts', run: () => accounts.close() },
-    { name: 'redis', run: () => redis.quit() },
-    { name: 'tracing', run: () => tracing?.shutdown() },
-  ]);
+  const grace = config.shutdownGraceMs;
+  installShutdown(
+    logger,
+    [
+      // Settlement, Redis and tracing get the last 5 s (at least half the grace) to flush.
+      { name: 'http', run: () => drainServer(server, liveRelays, grace, logger) },
+      { name: 'metrics', run: () => (metricsServer ? closeServer(metricsServer) : undefined) },
+      // Before the engines: their pools wait for requests still running (a long JSON completion),
+      // and what the drained requests settled must reach Redis first.
+      { name: 'accounts', run: () => accounts.close() },
+      { name: 'catalog', run: () => catalog.close() },
+      { name: 'engines', run: () => engines.close() },
+      { name: 'redis', run: () => redis.quit() },
+      { name: 'tracing', run: () => tracing?.shutdown() },
+    ],
+    grace,
+  );
+}
+
+/**
+ * Stops accepting connections and waits for the requests in flight until 5 s before the end of
+ * `graceMs` (at least half of it); then ends the streams still relayed (each with its shutdown
+ * event, what it relayed settled), closes each connection as its answer ends, and after half of
+ * the time left closes what remains, so settlement, Redis and tracing still get their time.
+ */
+async function drainServer(server: Server, relays: LiveRelays, graceMs: number, logger: Logger): Promise<void> {
+  const drainMs = Math.max(graceMs - 5000, graceMs / 2);
+  const closed = closeServer(server);
+  if (await finishesWithin(closed, drainMs)) return;
+  logger.warn('drain time is up: ending the streams still open', { streams: relays.size, drain_ms: drainMs });
+  relays.stopAll();
+  const sweep = setInterval(() => server.closeIdleConnections(), 25);
+  try {
+    if (await finishesWithin(closed, (graceMs - drainMs) / 2)) return;
+  } finally {
+    clearInterval(sweep);
+  }
+  server.closeAllConnections();
+  await closed;
+}
+
+/** True when `promise` settles within `ms`. */
+async function finishesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeUp = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timeUp]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 main().catch((err: unknown) => {

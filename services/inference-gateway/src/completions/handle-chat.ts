@@ -7,6 +7,7 @@ import type { EngineRegistry } from '../engines';
 import { ClientAbort } from '../engines/engine.types';
 import { modelNotFound } from '../errors';
 import type { ChatObservation, GatewayTelemetry } from '../observability/chat-observation';
+import type { LiveRelays } from '../streaming/live-relays';
 import type { PromptTokenCounter } from '../tokenizer/count-tokens';
 import { checkContextLength, validateChatRequest } from '../validation/chat-request';
 import { serveCompletion } from './serve-completion';
@@ -23,6 +24,8 @@ export interface ChatDeps {
   promptTokens: PromptTokenCounter;
   /** Metrics, tracing and access log; absent or all null = not observed. */
   telemetry?: GatewayTelemetry;
+  /** The streams being relayed, for a shutdown to end; absent = not tracked. */
+  relays?: LiveRelays;
 }
 
 /**
@@ -69,6 +72,7 @@ export async function handleChat(
       logger: deps.logger,
       engineKind: model.engine.kind,
       observation,
+      relays: deps.relays,
     },
     res,
   );

@@ -5,6 +5,7 @@ import type { AdmissionTicket, SettledUsage } from '../admission/admission.types
 import { EngineAbortedError, type Engine, type EngineCall } from '../engines/engine.types';
 import type { ChatObservation } from '../observability/chat-observation';
 import { ChunkNormaliser } from '../streaming/chunk-normaliser';
+import type { LiveRelays } from '../streaming/live-relays';
 import { relayStream, SSE_HEADERS } from '../streaming/sse-relay';
 import { countTextTokens } from '../tokenizer/count-tokens';
 
@@ -23,6 +24,8 @@ export interface AdmittedCompletion {
   /** The catalog's engine kind (`gen_ai.provider.name` of the engine call). */
   engineKind: string;
   observation: ChatObservation | null;
+  /** The streams being relayed, for a shutdown to end; absent = not tracked. */
+  relays?: LiveRelays;
 }
 
 /**
@@ -78,7 +81,7 @@ async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse):
   admitted.observation?.firstChunk();
   res.writeHead(200, { [REQUEST_ID_HEADER]: admitted.requestId, ...admitted.ticket.headers, ...SSE_HEADERS });
   const normaliser = new ChunkNormaliser(admitted.modelId, admitted.inputTokens);
-  const result = await relayStream(res, stream, normaliser, admitted.call.signal);
+  const result = await relayStream(res, stream, normaliser, admitted.call.signal, admitted.relays);
   if (result.outcome === 'failed') {
     admitted.logger.warn('engine stream broke', {
       request_id: admitted.requestId,

@@ -10,6 +10,7 @@ import {
   type StreamItem,
 } from '../engines/engine.types';
 import type { ChunkNormaliser } from './chunk-normaliser';
+import type { LiveRelays } from './live-relays';
 
 /** Headers of every SSE response. */
 export const SSE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
@@ -41,9 +42,16 @@ export async function relayStream(
   stream: ChunkStream,
   normaliser: ChunkNormaliser,
   signal: ClientAbort,
+  relays?: LiveRelays,
 ): Promise<RelayResult> {
   const out: StreamItem[] = [];
   const rest = stream.rest[Symbol.asyncIterator]();
+  // A shutdown whose drain time is up stops the engine side; the relay then ends the stream below.
+  let stopped = false;
+  const forget = relays?.add(() => {
+    stopped = true;
+    void rest.return?.()?.catch(() => undefined);
+  });
   try {
     // Every batch the engine sent is counted, even one that arrives after the client left (billing).
     for (let batch = stream.first; ;) {
@@ -52,12 +60,14 @@ export async function relayStream(
       // Awaited only when the socket is full: `await undefined` would cost a turn of the microtask queue per batch.
       const drained = write(res, frames(out), signal);
       if (drained) await drained;
-      if (signal.aborted) break;
+      if (signal.aborted || stopped) break;
       const next = await rest.next();
+      if (stopped) break; // whatever the stopped engine answered, the stream did not reach its end
       if (next.done) break;
       batch = next.value;
     }
     if (signal.aborted) return { outcome: 'aborted', usage: normaliser.settledUsage() };
+    if (stopped) return endStopped(res, normaliser);
     out.length = 0;
     normaliser.finish(out);
     res.end(frames(out, DONE_FRAME));
@@ -65,12 +75,34 @@ export async function relayStream(
   } catch (err) {
     if (signal.aborted || err instanceof EngineAbortedError)
       return { outcome: 'aborted', usage: normaliser.settledUsage() };
+    if (stopped) return endStopped(res, normaliser);
     if (!res.destroyed) res.end(`data: ${JSON.stringify(streamErrorEvent(err))}\n\n`);
     return { outcome: 'failed', usage: normaliser.settledUsage(), error: err };
   } finally {
+    forget?.();
     // Stops the engine side (closes the upstream body, frees a simulated slot) however the relay ended.
     void rest.return?.()?.catch(() => undefined);
   }
+}
+
+/** The event that ends a stream the gateway stopped because it is shutting down. */
+export const SHUTDOWN_EVENT = Object.freeze({
+  error: Object.freeze({
+    message: 'The gateway is shutting down and ended this stream before its end. Retry the request.',
+    type: 'server_error',
+    param: null,
+    code: 'server_shutting_down',
+  }),
+});
+
+/** Ends a stream stopped by a shutdown with its event (no [DONE]); what was relayed is settled. */
+function endStopped(res: ServerResponse, normaliser: ChunkNormaliser): RelayResult {
+  if (!res.destroyed) res.end(`data: ${JSON.stringify(SHUTDOWN_EVENT)}\n\n`);
+  return {
+    outcome: 'failed',
+    usage: normaliser.settledUsage(),
+    error: new Error('The stream was ended by the gateway shutting down.'),
+  };
 }
 
 /** The event that ends a broken stream: the envelope, with the engine's message when it gave one. */

@@ -11,6 +11,7 @@ import { loadGatewayConfig, type GatewayConfig } from '../../src/config';
 import { engineContextOf, EngineRegistry } from '../../src/engines';
 import { SimServer, type SimServerOptions } from '../../src/engines/simulated/sim-server';
 import type { SimulationOptions } from '../../src/catalog/catalog.schema';
+import type { LiveRelays } from '../../src/streaming/live-relays';
 
 /** The API key every harness gateway accepts. */
 export const TEST_KEY = 'test-key-0123456789';
@@ -50,7 +51,7 @@ export function httpModel(
 /** Starts a gateway on 127.0.0.1 port 0 over real Redis, with `models` and the config-key authenticator. */
 export async function startGateway(
   models: CatalogModel[],
-  options: { admission?: Admission; env?: Record<string, string> } = {},
+  options: { admission?: Admission; env?: Record<string, string>; liveRelays?: LiveRelays } = {},
 ): Promise<GatewayHarness> {
   const config = loadGatewayConfig({
     env: { API_KEYS: TEST_KEY, UPSTREAM_TIMEOUT_MS: '5000', ...options.env },
@@ -69,6 +70,7 @@ export async function startGateway(
     authenticator: new ConfigKeyAuthenticator(config.apiKeys),
     admission: options.admission ?? new UnmeteredAdmission(),
     redis,
+    liveRelays: options.liveRelays,
   });
   const server = await listen(app, 0, '127.0.0.1');
   const { port } = server.address() as AddressInfo;
