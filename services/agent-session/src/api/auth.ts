@@ -1,16 +1,18 @@
 import type { NextFunction, Request, Response } from 'express';
 import { sessionErrors } from './session-errors';
 
-/** Resolves a bearer token to its organization; `createKeyAuthenticator` of `@tollway/accounts` fits. */
+/** Resolves a bearer token to its organization and role; `createKeyAuthenticator` of `@tollway/accounts` fits. */
 export interface OrgAuthenticator {
-  authenticate(bearerToken: string | undefined): Promise<{ orgId: string } | null>;
+  authenticate(bearerToken: string | undefined): Promise<{ orgId: string; role?: string } | null>;
 }
 
 const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
 
 /**
  * Middleware: with an authenticator, requires `Authorization: Bearer <org key>` (401 otherwise)
- * and records the key's organization; without one (`--no-auth`) every caller is org null.
+ * and records the key's organization; without one (`--no-auth`) every caller is org null. An
+ * organization's admin keys manage the organization (console, admin API) and are refused here as
+ * they are on the gateway's inference API: agents are run with the keys that call models.
  */
 export function authenticateOrg(authenticator: OrgAuthenticator | null) {
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
@@ -20,7 +22,7 @@ export function authenticateOrg(authenticator: OrgAuthenticator | null) {
     }
     const match = BEARER.exec(req.headers.authorization ?? '');
     const principal = match ? await authenticator.authenticate(match[1]) : null;
-    if (!principal) return next(sessionErrors.unauthorized());
+    if (!principal || principal.role === 'admin') return next(sessionErrors.unauthorized());
     res.locals.org = principal.orgId;
     next();
   };

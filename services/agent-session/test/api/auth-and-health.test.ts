@@ -12,6 +12,7 @@ let authenticator: KeyAuthenticator;
 let api: ApiReplica;
 let keyA: string;
 let keyB: string;
+let adminKeyA: string;
 
 beforeAll(async () => {
   redis = new Redis('redis://127.0.0.1:6379');
@@ -20,6 +21,7 @@ beforeAll(async () => {
   const orgB = await accounts.createOrganization({ name: 'B', budgets, credit: 1 });
   keyA = (await accounts.createKey(orgA.id))!.key;
   keyB = (await accounts.createKey(orgB.id))!.key;
+  adminKeyA = (await accounts.createKey(orgA.id, 'admin', 'admin'))!.key;
   authenticator = createKeyAuthenticator({ redis, prefix });
   await authenticator.ready();
   api = await startReplica(prefix, { authenticator });
@@ -48,6 +50,16 @@ describe('inbound auth (on by default)', () => {
       expect(res.headers['www-authenticate']).toBe('Bearer');
     }
     expect((await request(api.app).get('/sessions')).status).toBe(401);
+  });
+
+  it("refuses an organization's admin key (it manages the organization; agents run with keys that call models)", async () => {
+    for (const res of [
+      await request(api.app).post('/sessions').set(as(adminKeyA)),
+      await request(api.app).get('/sessions').set(as(adminKeyA)),
+    ]) {
+      expect(res.status).toBe(401);
+      expect(res.body.error.code).toBe('unauthorized');
+    }
   });
 
   it("scopes sessions to the key's organization: another org's session is 404 and not listed", async () => {
