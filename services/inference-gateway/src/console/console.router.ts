@@ -77,6 +77,11 @@ export function buildConsoleRouter(options: ConsoleRouterOptions): Router {
     res.setHeader('cache-control', 'no-cache');
     res.sendFile(path.join(dir, 'index.html'), (err) => err && next(err));
   });
+  // The same page under its own name: it names the current assets, so it is never cached either.
+  router.get('/index.html', (_req, res, next) => {
+    res.setHeader('cache-control', 'no-cache');
+    res.sendFile(path.join(dir, 'index.html'), (err) => err && next(err));
+  });
   router.use(express.static(dir, { index: false, maxAge: '1h' }));
   router.use((req, _res, next) => next(consoleEndpointNotFound(req.method, req.path)));
   return router;

@@ -55,6 +55,9 @@ describe('static files', () => {
     }
     expect(res.text).not.toMatch(/https?:\/\//);
     expect((await request(gateway.baseUrl).get('/console')).headers.location).toBe('/console/');
+    // The same page under its own name is not cached either.
+    const named = await request(gateway.baseUrl).get('/console/index.html');
+    expect([named.status, named.headers['cache-control'], named.text]).toEqual([200, 'no-cache', res.text]);
   });
 
   it('serve hashed assets with a year-long immutable cache, and reference no other origin', async () => {
