@@ -21,10 +21,25 @@ export const Budgets = z.strictObject({
 });
 export type Budgets = z.infer<typeof Budgets>;
 
+/**
+ * A name people read in the console and the CLI: 1-200 characters, not only spaces, with no
+ * control characters (they would break a terminal or a log line) and no lone surrogates (which no
+ * store keeps as they came: a name is read back as it was written).
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+export const DisplayName = z
+  .string()
+  .min(1)
+  .max(200)
+  .refine((name) => name.trim().length > 0, { message: 'must not be only whitespace' })
+  // eslint-disable-next-line no-control-regex -- control characters are what is refused
+  .refine((name) => !/[\u0000-\u001f\u007f-\u009f]/.test(name), { message: 'must not contain control characters' })
+  .refine((name) => !LONE_SURROGATE.test(name), { message: 'must be well-formed Unicode (no lone surrogates)' });
+
 /** Body of `POST /admin/v1/organizations`; `id` is generated when absent. */
 export const CreateOrganizationRequest = z.strictObject({
   id: OrganizationId.optional(),
-  name: z.string().min(1).max(200),
+  name: DisplayName,
   budgets: Budgets,
   /** Initial credit, USD. */
   credit: z.number().min(0).max(1e12).default(0),
@@ -34,7 +49,7 @@ export type CreateOrganizationRequest = z.infer<typeof CreateOrganizationRequest
 /** Body of `PATCH /admin/v1/organizations/{org_id}`: any of name, budgets, credit top-up. */
 export const UpdateOrganizationRequest = z
   .strictObject({
-    name: z.string().min(1).max(200).optional(),
+    name: DisplayName.optional(),
     budgets: Budgets.partial().optional(),
     /** USD added to the balance; negative to correct it. */
     credit_top_up: z.number().min(-1e12).max(1e12).optional(),
@@ -79,7 +94,7 @@ export type ApiKeyRole = z.infer<typeof ApiKeyRole>;
 
 /** Body of `POST /admin/v1/organizations/{org_id}/keys`. */
 export const CreateApiKeyRequest = z.strictObject({
-  name: z.string().min(1).max(200).optional(),
+  name: DisplayName.optional(),
   /** Default `standard`. */
   role: ApiKeyRole.default('standard'),
 });

@@ -1,7 +1,13 @@
 // commander 15 is an ES module: its types are imported as such, the code with `import()`.
 import type { Command } from 'commander' with { 'resolution-mode': 'import' };
 import { AccountError, redactApiKey, type AccountStore, type ApiKeyInfo } from '@tollway/accounts';
-import { ApiKeyRole } from '@tollway/contracts';
+import {
+  ApiKeyRole,
+  CreateApiKeyRequest,
+  CreateOrganizationRequest,
+  UpdateOrganizationRequest,
+} from '@tollway/contracts';
+import type { z } from 'zod';
 
 /** Where the CLI writes: stdout for results (JSON), stderr for problems. */
 export interface CliOutput {
@@ -14,6 +20,31 @@ export class CliError extends Error {}
 
 type Commander = typeof import('commander', { with: { 'resolution-mode': 'import' } });
 
+/** The flag each field of the admin API's bodies comes from. */
+const FLAG_OF: Readonly<Record<string, string>> = {
+  id: '--id',
+  name: '--name',
+  role: '--role',
+  credit: '--credit',
+  credit_top_up: '--add-credit',
+  'budgets.requests': '--requests',
+  'budgets.input_tokens': '--input-tokens',
+  'budgets.output_tokens': '--output-tokens',
+};
+
+/**
+ * `value` checked by the admin API's own schema of the same request, so the CLI (which writes to
+ * Redis directly) stores nothing the API would refuse; a refusal names the flag.
+ */
+function checked<T extends z.ZodType>(schema: T, value: unknown): z.infer<T> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const field = issue?.path.join('.') ?? '';
+  const flag = FLAG_OF[field] ?? (field || 'the options');
+  throw new CliError(`${flag}: ${issue?.message ?? 'not valid'}.`);
+}
+
 function keyView(key: ApiKeyInfo) {
   return { ...key, redacted: redactApiKey(key.last4) };
 }
@@ -25,12 +56,12 @@ function keyView(key: ApiKeyInfo) {
 export async function buildCli(store: AccountStore, output: CliOutput): Promise<Command> {
   const commander: Commander = await import('commander');
   const integer = (value: string): number => {
-    const n = Number(value);
+    const n = value.trim() === '' ? NaN : Number(value);
     if (!Number.isSafeInteger(n) || n < 0) throw new commander.InvalidArgumentError('must be a whole number ≥ 0');
     return n;
   };
   const amount = (value: string): number => {
-    const n = Number(value);
+    const n = value.trim() === '' ? NaN : Number(value);
     if (!Number.isFinite(n)) throw new commander.InvalidArgumentError('must be a number');
     return n;
   };
@@ -59,15 +90,14 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
         outputTokens: number;
         credit: number;
       }) => {
+        const request = checked(CreateOrganizationRequest, {
+          id: opts.id,
+          name: opts.name,
+          budgets: { requests: opts.requests, input_tokens: opts.inputTokens, output_tokens: opts.outputTokens },
+          credit: opts.credit,
+        });
         try {
-          print(
-            await store.createOrganization({
-              id: opts.id,
-              name: opts.name,
-              budgets: { requests: opts.requests, input_tokens: opts.inputTokens, output_tokens: opts.outputTokens },
-              credit: opts.credit,
-            }),
-          );
+          print(await store.createOrganization(request));
         } catch (err) {
           if (err instanceof AccountError) throw new CliError(err.message);
           throw err;
@@ -106,12 +136,19 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
           idempotencyKey?: string;
         },
       ) => {
-        const budgets = { requests: opts.requests, input_tokens: opts.inputTokens, output_tokens: opts.outputTokens };
-        const update = {
+        const given = Object.fromEntries(
+          Object.entries({
+            requests: opts.requests,
+            input_tokens: opts.inputTokens,
+            output_tokens: opts.outputTokens,
+          }).filter(([, v]) => v !== undefined),
+        );
+        const request = checked(UpdateOrganizationRequest, {
           name: opts.name,
-          budgets: Object.fromEntries(Object.entries(budgets).filter(([, v]) => v !== undefined)),
-          creditTopUp: opts.addCredit,
-        };
+          budgets: Object.keys(given).length > 0 ? given : undefined,
+          credit_top_up: opts.addCredit,
+        });
+        const update = { name: request.name, budgets: request.budgets ?? {}, creditTopUp: request.credit_top_up };
         let updated;
         try {
           updated = await store.updateOrganizationOnce(orgId, update, opts.idempotencyKey ?? null);
@@ -140,7 +177,8 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
     .action(async (orgId: string, opts: { name?: string; role: string }) => {
       const role = ApiKeyRole.safeParse(opts.role);
       if (!role.success) throw new CliError(`--role must be standard or admin, not '${opts.role}'.`);
-      const created = await store.createKey(orgId, opts.name, role.data);
+      const request = checked(CreateApiKeyRequest, { name: opts.name, role: role.data });
+      const created = await store.createKey(orgId, request.name, request.role);
       print(created ? keyView(created) : missingOrg(orgId));
     });
   keys

@@ -74,7 +74,41 @@ describe('tollway CLI', () => {
     expect(results[6]?.code).toBe(1);
     expect(results[7]?.code).toBe(1);
     expect(results[7]?.err).toContain("'--requests <n>' argument '-1' is invalid");
-    expect(results[8]).toMatchObject({ code: 1, err: expect.stringContaining('is not valid') });
+    expect(results[8]).toMatchObject({ code: 1, err: expect.stringContaining('--id: must be 1-64 letters') });
+  });
+
+  it('refuses what the admin API would refuse, naming the flag, and stores none of it', async () => {
+    const id = `cli-${randomUUID().slice(0, 8)}`;
+    const results = await run(
+      ['orgs', 'create', '--name', 'Fine', '--id', id],
+      ['orgs', 'update', id, '--add-credit', '1e300'],
+      ['orgs', 'update', id, '--requests', '99999999999999'],
+      ['orgs', 'update', id, '--name', ''],
+      ['orgs', 'update', id, '--name', 'bell\u0007'],
+      ['orgs', 'update', id, '--requests', ''],
+      ['orgs', 'update', id],
+      ['orgs', 'create', '--name', 'Broke', '--credit=-50'],
+      ['orgs', 'create', '--name', 'x'.repeat(5000)],
+      ['keys', 'create', id, '--name', 'line\nbreak'],
+      ['orgs', 'get', id],
+    );
+    expect(json(results[0])).toMatchObject({ id, name: 'Fine', credit: 0 });
+    const refusals = results.slice(1, -1);
+    for (const result of refusals) expect(result).toMatchObject({ code: 1, out: '' });
+    expect(refusals.map((result) => result.err.split(':')[0])).toEqual([
+      '--add-credit',
+      '--requests',
+      '--name',
+      '--name',
+      'error',
+      'the options',
+      '--credit',
+      '--name',
+      '--name',
+    ]);
+    // Nothing changed: the organization is as it was created, with no key.
+    expect(json(results.at(-1))).toMatchObject({ id, name: 'Fine', credit: 0, budgets: { requests: 60 } });
+    expect(await store.listKeys(id)).toEqual([]);
   });
 
   it('orgs update --idempotency-key applies an update once, and refuses another update under that key', async () => {

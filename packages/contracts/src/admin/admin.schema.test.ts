@@ -1,0 +1,34 @@
+import { CreateApiKeyRequest, CreateOrganizationRequest, DisplayName, UpdateOrganizationRequest } from './admin.schema';
+
+describe('DisplayName (organization and key names)', () => {
+  it.each([['Acme'], ['Ünïcødé 名前 😀'], ['a'.repeat(200)], ['  padded  '], ['tab\u00a0nbsp']])(
+    'accepts %p',
+    (name) => {
+      expect(DisplayName.safeParse(name).success).toBe(true);
+    },
+  );
+
+  it.each([
+    ['empty', ''],
+    ['only spaces', '   '],
+    ['longer than 200', 'a'.repeat(201)],
+    ['a NUL', 'a\u0000b'],
+    ['an escape', 'a\u001b[31mred'],
+    ['a line break', 'a\nb'],
+    ['a carriage return', 'a\rb'],
+    ['a C1 control', 'a\u0085b'],
+    ['a DEL', 'a\u007fb'],
+    ['a lone high surrogate', 'a\ud800'],
+    ['a lone low surrogate', '\udc00a'],
+  ])('refuses %s', (_what, name) => {
+    expect(DisplayName.safeParse(name).success).toBe(false);
+  });
+
+  it('is the name of an organization created or renamed, and of a key', () => {
+    const budgets = { requests: 1, input_tokens: 1, output_tokens: 1 };
+    expect(CreateOrganizationRequest.safeParse({ name: 'a\nb', budgets }).success).toBe(false);
+    expect(UpdateOrganizationRequest.safeParse({ name: '\u0000' }).success).toBe(false);
+    expect(CreateApiKeyRequest.safeParse({ name: 'k\u001b' }).success).toBe(false);
+    expect(CreateApiKeyRequest.safeParse({ name: 'k' }).success).toBe(true);
+  });
+});
