@@ -44,9 +44,15 @@ export interface TurnReaperOptions {
  */
 export class TurnReaper {
   private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
+  private running: Promise<unknown> | null = null;
   private passes = 0;
   private readonly clock: () => number;
+  /**
+   * Until when a lease that expired is not taken for a dead worker: after Redis was unreachable,
+   * every lease expired during the outage (no worker could renew it), so live workers get one lease
+   * time to renew theirs first. Infinity while passes fail.
+   */
+  private leasesTrustedFrom = 0;
 
   constructor(private readonly options: TurnReaperOptions) {
     this.clock = options.clock ?? Date.now;
@@ -56,18 +62,32 @@ export class TurnReaper {
   start(): void {
     this.timer = setInterval(() => {
       if (this.running) return;
-      this.running = this.pass()
-        .then(
-          () => undefined,
-          (err: unknown) => {
-            this.options.logger.warn('reaper pass failed', { err: err instanceof Error ? err.message : String(err) });
-          },
-        )
-        .finally(() => {
-          this.running = null;
-        });
+      this.running = this.runPass().finally(() => {
+        this.running = null;
+      });
     }, this.options.intervalMs);
     this.timer.unref();
+  }
+
+  /**
+   * One pass as the timer runs it: how many turns it ended, or null when it failed (Redis
+   * unreachable); the first pass that works after failures holds lease expiries for a lease time.
+   */
+  async runPass(): Promise<number | null> {
+    try {
+      const ended = await this.pass();
+      if (this.leasesTrustedFrom === Infinity) {
+        this.leasesTrustedFrom = this.clock() + this.options.leaseTtlMs;
+        this.options.logger.info('reaper: Redis is back; expired leases wait one lease time for their workers', {
+          lease_ttl_ms: this.options.leaseTtlMs,
+        });
+      }
+      return ended;
+    } catch (err) {
+      this.leasesTrustedFrom = Infinity;
+      this.options.logger.warn('reaper pass failed', { err: err instanceof Error ? err.message : String(err) });
+      return null;
+    }
   }
 
   /** Stops the passes and waits for one under way. */
@@ -80,6 +100,12 @@ export class TurnReaper {
   /** One pass; returns how many turns it ended. */
   async pass(): Promise<number> {
     let ended = 0;
+    // Held after an outage (see leasesTrustedFrom): a live worker's lease may not be renewed yet.
+    // The ping tells runPass whether Redis answers again.
+    if (this.clock() < this.leasesTrustedFrom) {
+      await this.options.redis.ping();
+      return ended;
+    }
     for (;;) {
       const orphans = await claimExpiredLeases(this.options.redis, this.options.prefix);
       for (const orphan of orphans) if (await this.endOrphan(orphan)) ended++;

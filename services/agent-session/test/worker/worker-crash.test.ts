@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import request from 'supertest';
 import { AGENT_TURN_QUEUE } from '@tollway/contracts';
 import { createLogger } from '@tollway/service-kit';
@@ -11,6 +12,7 @@ import { WebhookDelivery } from '../../src/webhooks/webhook-delivery';
 import type { RunningWorker } from '../../src/worker/start-worker';
 import { startTurnReaper, type RunningReaper } from '../../src/worker/start-reaper';
 import { JOB_LOST_ERROR, TurnReaper, WORKER_LOST_ERROR } from '../../src/worker/turn-reaper';
+import { WorkerRegistration } from '../../src/worker/worker-registry';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
 import {
   completion,
@@ -131,4 +133,62 @@ it('fails an invalid job as unrecoverable, once (the worker started above takes 
   const job = await queue.getJob('bad-job');
   expect(job?.failedReason).toMatch(/^invalid agent-turn job/);
   expect(job?.attemptsMade).toBe(1);
+});
+
+it('after a Redis outage, leases that expired meanwhile wait one lease time: a live worker renews and keeps its turn, a dead one loses it', async () => {
+  // The suite's reapers (on connections that stay up; every worker runs one) would reap the
+  // expired leases themselves.
+  await reaper.stop();
+  await secondWorker?.close();
+  secondWorker = null;
+  // This reaper's own connection goes down and comes back, as after a Redis restart.
+  const reaperRedis = new Redis('redis://127.0.0.1:6379', {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    lazyConnect: true,
+  });
+  await reaperRedis.connect();
+  let now = Date.now();
+  const outageReaper = new TurnReaper({
+    redis: reaperRedis,
+    prefix,
+    store: api.store,
+    queue,
+    notifier: new TurnNotifier(new WebhookDelivery({ logger, timeoutMs: 100 }), false),
+    logger,
+    intervalMs: 200,
+    leaseTtlMs: 300,
+    clock: () => now,
+  });
+  const turn = async (worker: WorkerRegistration) => {
+    const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+    const turnId = randomUUID();
+    expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'through the outage' })).toBe('ok');
+    await worker.acquireLease(id, turnId, '{}');
+    return id;
+  };
+  const live = new WorkerRegistration({ redis: api.redis, prefix, workerId: 'live', concurrency: 1, ttlMs: 300 });
+  const dead = new WorkerRegistration({ redis: api.redis, prefix, workerId: 'dead', concurrency: 1, ttlMs: 300 });
+  const liveSession = await turn(live);
+  const deadSession = await turn(dead);
+  try {
+    reaperRedis.disconnect();
+    expect(await outageReaper.runPass()).toBeNull();
+    await sleep(400); // both leases expire: no worker could renew during the outage
+    await reaperRedis.connect();
+    now = Date.now();
+    expect(await outageReaper.runPass()).toBe(0); // Redis is back: expired leases are held
+    await live.heartbeat(); // the live worker renews its lease within the lease time
+    expect(await outageReaper.runPass()).toBe(0);
+    now = Date.now() + 301; // the hold is over
+    expect(await outageReaper.runPass()).toBe(1);
+    expect((await request(api.app).get(`/sessions/${liveSession}`)).body.status).toBe('running');
+    expect((await request(api.app).get(`/sessions/${deadSession}`)).body).toMatchObject({
+      status: 'error',
+      error: WORKER_LOST_ERROR,
+    });
+  } finally {
+    await live.releaseLease(liveSession, '').catch(() => undefined);
+    reaperRedis.disconnect();
+  }
 });
