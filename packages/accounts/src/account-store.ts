@@ -111,6 +111,11 @@ export class AccountStore {
       input.credit,
     ];
     if (idempotencyKey !== null) {
+      // The key's record lives with the organization it made; this global claim ties the key to
+      // that organization, so a create naming another id (or none) under the same key is refused.
+      const claim = this.keys.createIdempotencyClaim(sha256Hex(idempotencyKey));
+      const claimed = await this.redis.set(claim, id, 'EX', IDEMPOTENCY_RECORD_SECONDS, 'NX');
+      if (claimed === null && (await this.redis.get(claim)) !== id) throw idempotencyKeyReused();
       const request = [input.id ?? null, input.name, budgets.requests, budgets.input_tokens, budgets.output_tokens];
       keys.push(this.keys.idempotencyRecord(id, sha256Hex(idempotencyKey)));
       args.push(sha256Hex(JSON.stringify(['create', ...request, input.credit])), IDEMPOTENCY_RECORD_SECONDS);

@@ -23,6 +23,11 @@ export interface AccountKeys {
    * the key, so no client-chosen text becomes a key name), expiring after a day.
    */
   idempotencyRecord(orgId: string, keyHashHex: string): string;
+  /**
+   * Global string: the id of the organization a create under one idempotency key (by the SHA-256
+   * hex of the key) was made for, expiring with the record; another create under it is refused.
+   */
+  createIdempotencyClaim(keyHashHex: string): string;
   /** Hash of one minute's usage (see USAGE_FIELDS), expiring after USAGE_RETENTION_SECONDS. */
   usageMinute(orgId: string, epochMinute: number): string;
   /** Global hash: SHA-256 hex of a live key → its org, key id and role. Deleted on revocation. */
@@ -54,6 +59,7 @@ export function accountKeys(prefix: string): AccountKeys {
     usageMinute: (orgId, epochMinute) => `${tag(orgId)}:usage:${epochMinute}`,
     idempotencyRecord: (orgId, keyHashHex) => `${tag(orgId)}:idempotency:${keyHashHex}`,
     keyByHash: (hashHex) => `${prefix}apikey:${hashHex}`,
+    createIdempotencyClaim: (keyHashHex) => `${prefix}create-idempotency:${keyHashHex}`,
     keyOrgs: () => `${prefix}key-orgs`,
     orgIndex: () => `${prefix}orgs`,
     revocationChannel: () => `${prefix}keys:revoked`,

@@ -269,8 +269,19 @@ describe('creates with Idempotency-Key', () => {
     for (const body of [
       { ...acme, credit: 11 },
       { ...acme, name: 'Other' },
+      // Another organization under the same key, by an id of its own: refused too, nothing made.
+      { ...acme, id: `other-${randomUUID()}` },
     ]) {
       const res = await create(key, body);
+      expect([res.status, res.body.error.code]).toEqual([422, 'idempotency_key_reused']);
+      if ('id' in body)
+        expect((await request(app).get(`/admin/v1/organizations/${body.id}`).set(auth)).status).toBe(404);
+    }
+    // A key first used with an id of its own, then without one (or with another): refused.
+    const namedFirst = randomUUID();
+    expect((await create(namedFirst, { ...acme, id: `first-${randomUUID()}` })).status).toBe(201);
+    for (const body of [acme, { ...acme, id: `second-${randomUUID()}` }]) {
+      const res = await create(namedFirst, body);
       expect([res.status, res.body.error.code]).toEqual([422, 'idempotency_key_reused']);
     }
     // The key's record is the organization's: an update under it is another request too.
