@@ -70,7 +70,11 @@ export class Campaign {
     readonly platform: Platform,
     readonly limits: CampaignLimits,
   ) {
-    this.ledger = new SessionLedger(() => platform.sessions.port, platform.context.orgKey, platform.context.tenantKey);
+    this.ledger = new SessionLedger(
+      () => platform.sessions.port,
+      platform.context.orgKey,
+      platform.context.tenantSessionsKey,
+    );
     this.billing = new BillingLedger(() => platform.gateway.port, platform.context.adminToken, platform.context.orgId);
   }
 

@@ -1,7 +1,7 @@
 import * as fc from 'fast-check';
 import { caseArbitrary } from './case-arbitraries';
 import { breaksContract } from './contract-oracle';
-import { gatewayEndpoints, sessionEndpoints } from './endpoints';
+import { ANOTHER_ORGANIZATION, gatewayEndpoints, sessionEndpoints } from './endpoints';
 import { encodeCase, type SendContext } from './fuzz-case';
 import { ByteString, Deep, Entries, LongString, RawToken, Repeat, toJsonBytes } from './hostile-json';
 
@@ -13,6 +13,7 @@ const ctx: SendContext = {
   consoleCookie: 'SESSION.SIG',
   csrfToken: 'CSRF',
   tenantKey: 'TENANT',
+  tenantSessionsKey: 'TENANT-STANDARD',
   orgId: 'org',
   victimOrgId: 'victim',
   victimKeyId: 'key',
@@ -109,6 +110,17 @@ describe('caseArbitrary', () => {
     const reads = cases.filter((c) => broken(c) && c.method === 'GET');
     expect(reads.length).toBeGreaterThan(0);
     for (const c of reads) expect(c.mustRefuse).toBe(false);
+  });
+
+  it("sends the other organization's standard key to the session service (which refuses admin keys outright)", () => {
+    const cases = fc
+      .sample(caseArbitrary('sessions'), { seed: 4, numRuns: 2000 })
+      .filter((c) => c.endpoint.endsWith(ANOTHER_ORGANIZATION));
+    expect(cases.length).toBeGreaterThan(20);
+    for (const c of cases)
+      expect(Buffer.concat(encodeCase(c, ctx).parts).toString('latin1')).toMatch(
+        /\nAuthorization: Bearer TENANT-STANDARD\r?\n/,
+      );
   });
 
   it("requires a refusal of every request of another organization's admin, unless its credentials or path were changed", () => {

@@ -461,7 +461,13 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
   const headers: Array<[string, string | Uint8Array]> = [];
   if (template.credential === 'org') headers.push(['Authorization', 'Bearer {orgKey}']);
   if (template.credential === 'admin') headers.push(['Authorization', 'Bearer {adminToken}']);
-  if (template.credential === 'tenant') headers.push(['Authorization', 'Bearer {tenantKey}']);
+  // The other organization's admin key on the gateway; on the session service, which refuses
+  // admin keys outright, its standard key (so a refusal there is about the session's owner).
+  if (template.credential === 'tenant')
+    headers.push([
+      'Authorization',
+      template.service === 'sessions' ? 'Bearer {tenantSessionsKey}' : 'Bearer {tenantKey}',
+    ]);
   if (template.credential === 'console')
     headers.push(['Cookie', 'tollway_console={consoleCookie}'], ['X-CSRF-Token', '{csrfToken}']);
   if (body !== null || rawBody !== null) headers.push(['Content-Type', 'application/json']);

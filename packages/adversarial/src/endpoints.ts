@@ -18,7 +18,8 @@ export interface EndpointTemplate {
   /**
    * `console`: the operator's console session (cookie and CSRF token), signed in at the start;
    * `tenant`: another organization's admin key, on what only the operator or the victim's own
-   * admins may reach, or on the fuzz organization's sessions, so every such request must be refused.
+   * admins may reach, or its standard key on the fuzz organization's sessions (the session service
+   * refuses admin keys outright), so every such request must be refused.
    */
   credential: 'org' | 'admin' | 'console' | 'tenant' | 'none';
   body: JsonNode | null;

@@ -39,7 +39,7 @@ export interface HeadShape {
 /**
  * One generated request, plain data so it prints and replays. Strings in `target` and header
  * values may hold placeholders (`{sessionId}`, `{orgKey}`, `{adminToken}`, `{consoleCookie}`,
- * `{csrfToken}`, `{tenantKey}`, `{orgId}`, `{victimOrgId}`, `{victimKeyId}`, `{webhookUrl}`) filled in when the
+ * `{csrfToken}`, `{tenantKey}`, `{tenantSessionsKey}`, `{orgId}`, `{victimOrgId}`, `{victimKeyId}`, `{webhookUrl}`) filled in when the
  * case is sent.
  */
 export interface FuzzCase {
@@ -73,6 +73,8 @@ export interface SendContext extends RefValues {
   csrfToken: string;
   /** An admin key of a third organization, which must reach nothing of the victim's. */
   tenantKey: string;
+  /** A standard key of that organization, which must reach none of the fuzz organization's sessions. */
+  tenantSessionsKey: string;
 }
 
 /** Bytes of a gzipped JSON body that inflates to 64 MiB, built once. */
@@ -90,7 +92,7 @@ function gzipBomb(): Buffer {
 /** Fills the placeholders of `text`. */
 export function fill(text: string, ctx: SendContext): string {
   return text.replace(
-    /\{(sessionId|orgKey|adminToken|consoleCookie|csrfToken|tenantKey|orgId|victimOrgId|victimKeyId|webhookUrl)\}/g,
+    /\{(sessionId|orgKey|adminToken|consoleCookie|csrfToken|tenantKey|tenantSessionsKey|orgId|victimOrgId|victimKeyId|webhookUrl)\}/g,
     (_m, name: keyof SendContext) => String(ctx[name]),
   );
 }

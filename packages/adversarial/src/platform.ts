@@ -214,6 +214,7 @@ export class Platform {
     const agents = await this.createOrg('adversarial agents');
     const tenant = await this.createOrg('adversarial tenant', 'admin');
     await this.checkReachesOwnOrg(tenant);
+    const tenantStandardKey = await this.createKey(tenant.orgId, 'standard');
     const signedIn = await this.signInToConsole();
 
     const sessionsPort = await freePort();
@@ -239,7 +240,7 @@ export class Platform {
     );
     await this.sessions.start('/readyz');
     const tenantSessions = await fetch(`http://${HOST}:${sessionsPort}/sessions`, {
-      headers: { authorization: `Bearer ${tenant.key}` },
+      headers: { authorization: `Bearer ${tenantStandardKey}` },
     });
     if (tenantSessions.status !== 200)
       throw new Error(`the tenant key listing its own sessions answered ${tenantSessions.status}`);
@@ -251,6 +252,7 @@ export class Platform {
       consoleCookie: signedIn.cookie,
       csrfToken: signedIn.csrfToken,
       tenantKey: tenant.key,
+      tenantSessionsKey: tenantStandardKey,
       orgId: org.orgId,
       victimOrgId: victim.orgId,
       victimKeyId: victim.keyId,
@@ -327,14 +329,23 @@ export class Platform {
     const res = await fetch(this.adminBase(), { method: 'POST', headers: this.adminHeaders(), body });
     if (res.status !== 201) throw new Error(`creating an organization answered ${res.status}: ${await res.text()}`);
     const org = (await res.json()) as { id: string };
-    const keyRes = await fetch(`${this.adminBase()}/${org.id}/keys`, {
+    const key = await this.createKeyRecord(org.id, role);
+    return { orgId: org.id, keyId: key.id, key: key.key };
+  }
+
+  /** A new key of an organization; resolves its plaintext. */
+  private async createKey(orgId: string, role: 'admin' | 'standard'): Promise<string> {
+    return (await this.createKeyRecord(orgId, role)).key;
+  }
+
+  private async createKeyRecord(orgId: string, role: 'admin' | 'standard'): Promise<{ id: string; key: string }> {
+    const keyRes = await fetch(`${this.adminBase()}/${orgId}/keys`, {
       method: 'POST',
       headers: this.adminHeaders(),
       body: JSON.stringify({ name: 'adversarial', role }),
     });
     if (keyRes.status !== 201) throw new Error(`creating a key answered ${keyRes.status}: ${await keyRes.text()}`);
-    const key = (await keyRes.json()) as { id: string; key: string };
-    return { orgId: org.id, keyId: key.id, key: key.key };
+    return (await keyRes.json()) as { id: string; key: string };
   }
 
   /** Starts a crashed service again (same port, same prefix) so a run goes on after a crash. */
