@@ -11,7 +11,7 @@ import { TurnNotifier } from '../../src/webhooks/turn-notifier';
 import { WebhookDelivery } from '../../src/webhooks/webhook-delivery';
 import type { RunningWorker } from '../../src/worker/start-worker';
 import { startTurnReaper, type RunningReaper } from '../../src/worker/start-reaper';
-import { JOB_LOST_ERROR, TurnReaper, WORKER_LOST_ERROR } from '../../src/worker/turn-reaper';
+import { JOB_LOST_ERROR, TurnReaper, WORKER_LOST_ERROR, type TurnReaperOptions } from '../../src/worker/turn-reaper';
 import { WorkerRegistration } from '../../src/worker/worker-registry';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
 import {
@@ -104,11 +104,9 @@ it('kill -9 of a whole worker process: the reaper ends its turn in error within 
   expect(receiver.received).toHaveLength(1);
 });
 
-it('ends a running turn whose job is gone (never queued or lost) in error', async () => {
-  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
-  const turnId = randomUUID();
-  expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'orphan' })).toBe('ok');
-  const lateReaper = new TurnReaper({
+/** A reaper of this suite's sessions and queue, driven by the test (no timer); `overrides` as needed. */
+function testReaper(overrides: Partial<TurnReaperOptions>): TurnReaper {
+  return new TurnReaper({
     redis: api.redis,
     prefix,
     store: api.store,
@@ -117,8 +115,15 @@ it('ends a running turn whose job is gone (never queued or lost) in error', asyn
     logger,
     intervalMs: 200,
     leaseTtlMs: 1000,
-    clock: () => Date.now() + 5000,
+    ...overrides,
   });
+}
+
+it('ends a running turn whose job is gone (never queued or lost) in error', async () => {
+  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+  const turnId = randomUUID();
+  expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'orphan' })).toBe('ok');
+  const lateReaper = testReaper({ clock: () => Date.now() + 5000 });
   expect(await lateReaper.pass()).toBe(1);
   expect((await request(api.app).get(`/sessions/${id}`)).body).toMatchObject({
     status: 'error',
@@ -149,17 +154,7 @@ it('after a Redis outage, leases that expired meanwhile wait one lease time: a l
   });
   await reaperRedis.connect();
   let now = Date.now();
-  const outageReaper = new TurnReaper({
-    redis: reaperRedis,
-    prefix,
-    store: api.store,
-    queue,
-    notifier: new TurnNotifier(new WebhookDelivery({ logger, timeoutMs: 100 }), false),
-    logger,
-    intervalMs: 200,
-    leaseTtlMs: 300,
-    clock: () => now,
-  });
+  const outageReaper = testReaper({ redis: reaperRedis, leaseTtlMs: 300, clock: () => now });
   const turn = async (worker: WorkerRegistration) => {
     const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
     const turnId = randomUUID();
