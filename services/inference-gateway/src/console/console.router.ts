@@ -71,17 +71,17 @@ export function buildConsoleRouter(options: ConsoleRouterOptions): Router {
   }
   // Hashed file names change with their content, so they may be cached for good.
   router.use('/assets', express.static(path.join(dir, 'assets'), { immutable: true, maxAge: '365d', index: false }));
+  // The page names the current assets, so it is never cached, under either of its names.
+  const sendIndex = (res: Response, next: NextFunction) => {
+    res.setHeader('cache-control', 'no-cache');
+    res.sendFile(path.join(dir, 'index.html'), (err) => err && next(err));
+  };
   router.get('/', (req, res, next) => {
     // Relative asset URLs need the trailing slash.
     if (!req.originalUrl.split('?')[0]?.endsWith('/')) return res.redirect(301, `${CONSOLE_BASE_PATH}/`);
-    res.setHeader('cache-control', 'no-cache');
-    res.sendFile(path.join(dir, 'index.html'), (err) => err && next(err));
+    sendIndex(res, next);
   });
-  // The same page under its own name: it names the current assets, so it is never cached either.
-  router.get('/index.html', (_req, res, next) => {
-    res.setHeader('cache-control', 'no-cache');
-    res.sendFile(path.join(dir, 'index.html'), (err) => err && next(err));
-  });
+  router.get('/index.html', (_req, res, next) => sendIndex(res, next));
   router.use(express.static(dir, { index: false, maxAge: '1h' }));
   router.use((req, _res, next) => next(consoleEndpointNotFound(req.method, req.path)));
   return router;
