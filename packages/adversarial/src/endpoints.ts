@@ -1,10 +1,13 @@
 import { Ref, type JsonNode } from './hostile-json';
 import type { ServiceName } from './fuzz-case';
-import { FAITHFUL_MODEL } from './hostile-engine';
+import { FAITHFUL_MODEL, REFUSING_MODEL } from './hostile-engine';
 
 /** Names of the templates whose model is served by the hostile engine: a 502/504 there is the right answer. */
 export const HOSTILE_ENGINE_JSON = 'POST /v1/chat/completions (hostile engine)';
 export const HOSTILE_ENGINE_STREAM = 'POST /v1/chat/completions (hostile engine, stream)';
+/** Names of the templates whose model only refuses (hostile-engine.ts's `refuses`): a 502 is right there too. */
+export const REFUSING_ENGINE_JSON = 'POST /v1/chat/completions (refusing engine)';
+export const REFUSING_ENGINE_STREAM = 'POST /v1/chat/completions (refusing engine, stream)';
 
 /** A valid request of one endpoint: where every mutation starts. */
 export interface EndpointTemplate {
@@ -157,6 +160,25 @@ export function gatewayEndpoints(): EndpointTemplate[] {
       { model: FAITHFUL_MODEL, messages: chatMessages(), max_tokens: 6, stream: true },
       null,
       'POST /v1/chat/completions (faithful engine, stream)',
+    ),
+    // An engine that refuses every request, with hostile retry headers and its key in its message.
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      { model: REFUSING_MODEL, messages: chatMessages(), max_tokens: 6 },
+      null,
+      REFUSING_ENGINE_JSON,
+    ),
+    t(
+      'gateway',
+      'POST',
+      '/v1/chat/completions',
+      'org',
+      { model: REFUSING_MODEL, messages: chatMessages(), max_tokens: 6, stream: true },
+      null,
+      REFUSING_ENGINE_STREAM,
     ),
     // A model whose engine misbehaves (see hostile-engine.ts; which one: the case's `pick`).
     t(

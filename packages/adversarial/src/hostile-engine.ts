@@ -18,6 +18,10 @@ export const HOSTILE_BEHAVIOURS = [
   'cut', // the head of a stream, one chunk, then the connection destroyed
   'silent', // the head, then nothing (past the upstream timeout, 1 s in the suite)
   'no-answer', // never even a status line (past the upstream timeout, 1 s in the suite)
+  // Refusals in turn: 429s with retry headers no client should be handed as they are (a
+  // 400-digit wait, a negative one, a date in year 0, garbage), 401 and 413 with bodies quoting a
+  // key, and a 422 refusing a parameter, each as raw bytes (node would not write some headers).
+  'refuses',
   // The control: an engine that answers well, as vLLM does (every event a write of its own, usage
   // on every chunk when asked), so the gateway's path for a healthy engine over HTTP (the passthrough
   // of its chunks, its usage billed, its replica given back after [DONE]) meets hostile clients too.
@@ -29,6 +33,8 @@ export type HostileBehaviour = (typeof HOSTILE_BEHAVIOURS)[number];
 export const hostileModelId = (behaviour: HostileBehaviour): string => `hostile/${behaviour}`;
 /** The model of the faithful engine, whose streams must end with [DONE] like every healthy one. */
 export const FAITHFUL_MODEL = hostileModelId('faithful');
+/** The model of the engine that only refuses, with hostile retry headers and a key in its message. */
+export const REFUSING_MODEL = hostileModelId('refuses');
 /** True for the catalog id of a hostile engine's model. */
 export const isHostileModel = (id: string): boolean => id.startsWith('hostile/');
 
@@ -150,11 +156,50 @@ async function faithful(body: string, res: ServerResponse): Promise<void> {
   res.end();
 }
 
+/** The refusals `refuses` answers in turn: status and extra header lines. */
+const REFUSALS: ReadonlyArray<[number, string]> = [
+  [429, `retry-after-ms: ${'9'.repeat(400)}\r\nretry-after: ${'9'.repeat(400)}\r\n`],
+  [429, 'retry-after-ms: -5\r\nretry-after: Mon, 01 Jan 0000 00:00:00 GMT\r\n'],
+  [429, 'retry-after: soon\r\nretry-after-ms: 1e400\r\n'],
+  [429, 'retry-after: \x01\x7f\xff\r\n'],
+  [401, 'www-authenticate: Bearer realm="engine"\r\n'],
+  [422, ''],
+  [413, ''],
+];
+let refusalTurn = 0;
+
+/** Writes the next refusal of REFUSALS as raw bytes on the socket, then closes it. */
+function refuse(res: ServerResponse): void {
+  const socket = res.socket;
+  if (!socket) return;
+  const [status, headers] = REFUSALS[refusalTurn++ % REFUSALS.length] as [number, string];
+  const body = JSON.stringify({
+    object: 'error',
+    // A parameter refusal (422) is the client's to read; the others name the gateway's own key.
+    message:
+      status === 422
+        ? 'top_k: must be at least -1'
+        : 'refused (Incorrect API key provided: sk-engine-\u0000secret\r\n)',
+    type: 'EngineError',
+    param: null,
+    code: status,
+  });
+  socket.end(
+    Buffer.from(
+      `HTTP/1.1 ${status} Refused\r\ncontent-type: application/json\r\n${headers}` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      'latin1',
+    ),
+  );
+}
+
 async function answer(behaviour: string, body: string, res: ServerResponse): Promise<void> {
   const sse = { 'content-type': 'text/event-stream' };
   switch (behaviour as HostileBehaviour) {
     case 'faithful':
       return faithful(body, res);
+    case 'refuses':
+      return refuse(res);
     case 'huge-json':
       res.writeHead(200, { 'content-type': 'application/json' });
       res.write('{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"');

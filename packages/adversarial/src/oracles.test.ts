@@ -1,6 +1,6 @@
 import { answerOf, CHAT_CASE } from './case-fixtures';
-import { HOSTILE_ENGINE_STREAM } from './endpoints';
-import { FAITHFUL_MODEL } from './hostile-engine';
+import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM } from './endpoints';
+import { FAITHFUL_MODEL, REFUSING_MODEL } from './hostile-engine';
 import type { FuzzCase } from './fuzz-case';
 import { judgeAnswer } from './oracles';
 import type { Outcome } from './raw-http';
@@ -114,5 +114,33 @@ describe('judgeAnswer on a 200 chat completion', () => {
   it('leaves other paths and answers cut short alone', () => {
     expect(rules({ ...base, target: '/v1/models' }, answer(200, { object: 'list', data: [] }))).toEqual([]);
     expect(rules(base, answer(200, '{"id":', 'application/json', 1_000_000))).toEqual([]);
+  });
+});
+
+describe('judgeAnswer on an engine refusal', () => {
+  const hostile = { ...base, endpoint: HOSTILE_ENGINE_JSON };
+  const refused = (status: number, body: unknown, headers: Record<string, string> = {}): Outcome => {
+    const answer = answerOf(status, body);
+    return answer.kind === 'response' ? { ...answer, headers: { ...answer.headers, ...headers } } : answer;
+  };
+  const overloaded = {
+    error: { message: 'm', type: 'invalid_request_error', param: null, code: 'provider_overloaded' },
+  };
+  const judge = (outcome: Outcome) => judgeAnswer(hostile, outcome, REFUSING_MODEL).map((p) => p.rule);
+
+  it('wants a usable wait on a 429 and no word of the engine message', () => {
+    expect(judge(refused(429, overloaded, { 'retry-after-ms': '60000' }))).toEqual([]);
+    expect(judge(refused(429, overloaded, { 'retry-after-ms': '9'.repeat(40) }))).toEqual(['shape']);
+    expect(judge(refused(429, overloaded))).toEqual(['shape']);
+    const leaked = {
+      error: {
+        message: 'Incorrect API key provided: sk-engine-x',
+        type: 'server_error',
+        param: null,
+        code: 'engine_refused',
+      },
+    };
+    expect(judge(refused(502, leaked))).toEqual(['shape']);
+    expect(judgeAnswer(hostile, refused(429, overloaded), 'hostile/cut')).toEqual([]);
   });
 });

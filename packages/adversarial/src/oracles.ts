@@ -1,7 +1,7 @@
 import { ChatCompletionResponse, EngineErrorResponse, ErrorResponse, SessionErrorResponse } from '@tollway/contracts';
-import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM } from './endpoints';
+import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM, REFUSING_ENGINE_JSON, REFUSING_ENGINE_STREAM } from './endpoints';
 import { eventsRuleBreak } from './events-rules';
-import { FAITHFUL_MODEL } from './hostile-engine';
+import { FAITHFUL_MODEL, REFUSING_MODEL } from './hostile-engine';
 import type { FuzzCase } from './fuzz-case';
 import type { Outcome } from './raw-http';
 
@@ -68,6 +68,8 @@ export function judgeAnswer(c: FuzzCase, outcome: Outcome, hostileModel?: string
   if (events) problems.push({ rule: 'events', detail: events });
   const completion = completionProblem(c, outcome);
   if (completion) problems.push({ rule: 'shape', detail: completion });
+  const refusal = engineRefusalProblem(c, outcome, hostileModel);
+  if (refusal) problems.push({ rule: 'shape', detail: refusal });
   if (status < 300 && c.mustRefuse)
     problems.push({
       rule: 'refusal',
@@ -110,6 +112,32 @@ function completionProblem(c: FuzzCase, outcome: Extract<Outcome, { kind: 'respo
   return `a 200 chat completion that is not a ChatCompletionResponse (${issue?.path.join('.') || '(root)'}: ${issue?.message}): ${snippet(outcome.body)}`;
 }
 
+/**
+ * What is wrong with the gateway's answer to an engine's refusal (the `refuses` engine): but for a
+ * parameter refusal (400), it must not quote the engine's message (it names the gateway's own
+ * key), and a 429 must carry a wait a client can use, 1 ms to 60 s, whatever the engine's retry
+ * headers said.
+ */
+function engineRefusalProblem(
+  c: FuzzCase,
+  outcome: Extract<Outcome, { kind: 'response' }>,
+  hostileModel: string | undefined,
+): string | null {
+  const refusing =
+    c.endpoint === REFUSING_ENGINE_JSON ||
+    c.endpoint === REFUSING_ENGINE_STREAM ||
+    ((c.endpoint === HOSTILE_ENGINE_JSON || c.endpoint === HOSTILE_ENGINE_STREAM) && hostileModel === REFUSING_MODEL);
+  if (!refusing) return null;
+  // A 400 is the engine's parameter refusal, passed on as the spec says; any other answer is the gateway's own.
+  if (outcome.status !== 400 && outcome.body.toString('latin1').includes('sk-engine-'))
+    return `the engine's message reached the client: ${snippet(outcome.body)}`;
+  if (outcome.status !== 429) return null;
+  const wait = outcome.headers['retry-after-ms'] ?? '';
+  if (!/^\d+$/.test(wait) || Number(wait) < 1 || Number(wait) > 60_000)
+    return `a 429 with retry-after-ms ${JSON.stringify(wait)}`;
+  return null;
+}
+
 /** The request ids both services accept from a client and echo (service-kit's rule). */
 const ACCEPTABLE_REQUEST_ID = /^[\w.:-]{1,128}$/;
 
@@ -130,12 +158,20 @@ function requestIdProblem(c: FuzzCase, outcome: Extract<Outcome, { kind: 'respon
   return null;
 }
 
+/** Templates whose model's engine misbehaves or refuses. */
+const ENGINE_FAILURE_TEMPLATES = new Set([
+  HOSTILE_ENGINE_JSON,
+  HOSTILE_ENGINE_STREAM,
+  REFUSING_ENGINE_JSON,
+  REFUSING_ENGINE_STREAM,
+]);
+
 /**
  * A 502 or 504 in the gateway envelope for a model whose engine misbehaves: what the issue asks
  * for (an engine answer past the limits, cut, silent), so not a failure of the gateway.
  */
 function isUpstreamFailure(c: FuzzCase, outcome: Extract<Outcome, { kind: 'response' }>): boolean {
-  if (c.endpoint !== HOSTILE_ENGINE_JSON && c.endpoint !== HOSTILE_ENGINE_STREAM) return false;
+  if (!ENGINE_FAILURE_TEMPLATES.has(c.endpoint)) return false;
   if (outcome.status !== 502 && outcome.status !== 504) return false;
   try {
     return ErrorResponse.safeParse(JSON.parse(outcome.body.toString('utf8'))).success;
