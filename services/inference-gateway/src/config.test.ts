@@ -14,3 +14,19 @@ describe('gateway config: PROMPT_TOKEN_CACHE_ENTRIES', () => {
     expect(() => load(value)).toThrow(/PROMPT_TOKEN_CACHE_ENTRIES/);
   });
 });
+
+describe('gateway config: SHUTDOWN_GRACE_MS', () => {
+  const load = (value?: string) =>
+    loadGatewayConfig({ env: value === undefined ? {} : { SHUTDOWN_GRACE_MS: value }, argv: [] });
+
+  it('defaults to 30 000 and takes 1 s up to a day', () => {
+    expect(load().shutdownGraceMs).toBe(30_000);
+    expect(load('1000').shutdownGraceMs).toBe(1000);
+    expect(load('86400000').shutdownGraceMs).toBe(86_400_000);
+  });
+
+  // Past 2^31 - 1 ms node's timers fire at once: a SIGTERM would exit before draining anything.
+  it.each(['999', '86400001', '100000000000000000000', '1.5', 'soon'])('refuses %s, naming the variable', (value) => {
+    expect(() => load(value)).toThrow(/SHUTDOWN_GRACE_MS/);
+  });
+});

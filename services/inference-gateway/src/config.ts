@@ -47,9 +47,10 @@ export const GatewayConfigSchema = z.object({
   /**
    * Time a SIGTERM leaves the gateway to finish, ms; default 30 000 (Kubernetes' default grace).
    * Requests in flight run on until 5 s before it (at least half of it); the streams still open
-   * then end with a `server_shutting_down` event, and what they relayed is settled.
+   * then end with a `server_shutting_down` event, and what they relayed is settled. At most a day
+   * (node's timers cannot wait longer than 2^31 - 1 ms).
    */
-  shutdownGraceMs: z.coerce.number().int().min(1000).default(30_000),
+  shutdownGraceMs: z.coerce.number().int().min(1000).max(86_400_000).default(30_000),
   /** Upstream connections kept per engine replica; default 128. */
   upstreamConnections: z.coerce.number().int().min(1).default(128),
   /** Output tokens reserved when a request sets neither max_tokens nor max_completion_tokens; default 1024. */
