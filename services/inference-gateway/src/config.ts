@@ -59,6 +59,20 @@ export const GatewayConfigSchema = z.object({
   promptTokenCacheEntries: z.coerce.number().int().min(0).max(100_000).default(4096),
   /** API keys accepted by the config-key authenticator (comma-separated `API_KEYS`); default none. */
   apiKeys: apiKeyList.default([]),
+  /**
+   * Service keys (comma-separated `SERVICE_API_KEYS`, each 32-256 printable ASCII characters): a
+   * request bearing one acts for the organization it names in `x-tollway-organization` and is
+   * metered as that organization's (the agent session service's workers); default none.
+   */
+  serviceApiKeys: apiKeyList
+    .pipe(
+      z.array(
+        z
+          .string()
+          .regex(/^[\x21-\x7e]{32,256}$/, 'each service key must be 32-256 printable ASCII characters, no spaces'),
+      ),
+    )
+    .default([]),
   /** Bearer token of the admin API (`/admin/v1`); unset = the admin API is not mounted. */
   adminToken: z.string().min(1).optional(),
   /** Plaintext key of the quickstart's `dev` organization (`tw-` + 32-128 base64url characters); unset = none. */
@@ -132,6 +146,7 @@ export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSc
   defaultOutputReservationTokens: { env: 'DEFAULT_OUTPUT_RESERVATION_TOKENS' },
   promptTokenCacheEntries: { env: 'PROMPT_TOKEN_CACHE_ENTRIES' },
   apiKeys: { env: 'API_KEYS' },
+  serviceApiKeys: { env: 'SERVICE_API_KEYS' },
   adminToken: { env: 'ADMIN_TOKEN' },
   devApiKey: { env: 'DEV_API_KEY' },
   authCacheTtlMs: { env: 'AUTH_CACHE_TTL_MS' },

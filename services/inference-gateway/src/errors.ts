@@ -1,4 +1,4 @@
-import { ENGINE_BAD_REQUEST_TYPE, INFERENCE_ERROR_CODES, WIRE_BOUNDS } from '@tollway/contracts';
+import { ENGINE_BAD_REQUEST_TYPE, INFERENCE_ERROR_CODES, OrganizationId, WIRE_BOUNDS } from '@tollway/contracts';
 import { ServiceError } from '@tollway/service-kit';
 
 /**
@@ -14,6 +14,21 @@ export function invalidApiKey(): ServiceError {
     status: 401,
     message: 'Invalid API key provided. Send "Authorization: Bearer <API_KEY>".',
   });
+}
+
+/**
+ * 401 for a key that cannot act for the organization a request names in `x-tollway-organization`:
+ * a service key without the header (it belongs to no organization), any other key naming an
+ * organization not its own. The id is quoted only when it is a well-formed organization id.
+ */
+export function cannotActForOrganization(organization: string | undefined): ServiceError {
+  const named =
+    organization === undefined
+      ? 'A service key acts for an organization: name it in the x-tollway-organization header.'
+      : OrganizationId.safeParse(organization).success
+        ? `Invalid API key for organization '${organization}': this key cannot act for it.`
+        : 'Invalid x-tollway-organization header: not an organization id (1-64 letters, digits, _ or -).';
+  return new ServiceError({ status: 401, message: named });
 }
 
 /**

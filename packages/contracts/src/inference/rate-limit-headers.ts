@@ -17,6 +17,12 @@ export const RETRY_HEADERS = {
   shouldRetry: 'x-should-retry',
 } as const;
 
+/**
+ * Request header naming the organization a service key acts for (and bills): the agent session
+ * service's workers send the session's organization. Any other key may only name its own.
+ */
+export const ORGANIZATION_HEADER = 'x-tollway-organization';
+
 /** A duration as the reset headers write it: `0s`, `250ms`, `1s`, `1.5s`, `6m0s`, `1h2m3s`. */
 export const DURATION_PATTERN = /^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+)ms)?$/;
 

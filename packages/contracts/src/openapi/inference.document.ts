@@ -12,9 +12,9 @@ import {
 } from '../inference/chat-completion.schema.js';
 import { EngineErrorResponse, ErrorResponse } from '../inference/errors.schema.js';
 import { Model, ModelList } from '../inference/model.schema.js';
-import { RATE_LIMIT_HEADERS, RETRY_HEADERS } from '../inference/rate-limit-headers.js';
+import { ORGANIZATION_HEADER, RATE_LIMIT_HEADERS, RETRY_HEADERS } from '../inference/rate-limit-headers.js';
 import { componentSchemas, JSON_SCHEMA_DIALECT, schemaRef } from './json-schema.js';
-import type { OpenApiDocument, OpenApiPathItem, OpenApiResponse } from './openapi.types.js';
+import type { OpenApiDocument, OpenApiParameter, OpenApiPathItem, OpenApiResponse } from './openapi.types.js';
 
 /** The version string the inference interface description carries. */
 export const INFERENCE_API_VERSION = '2026-09-17';
@@ -67,6 +67,16 @@ const SSE_EXAMPLE = [
   '',
 ].join('\n');
 
+/** The optional header of every inference operation by which a service key names its organization. */
+const ORGANIZATION: OpenApiParameter = {
+  name: ORGANIZATION_HEADER,
+  in: 'header',
+  required: false,
+  description:
+    "The organization a service key acts for: the request is authorized, metered and billed as that organization's. Any other key may only name its own organization; another one is 401.",
+  schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$' },
+};
+
 function inferencePaths(): Record<string, OpenApiPathItem> {
   return {
     '/models': {
@@ -74,6 +84,7 @@ function inferencePaths(): Record<string, OpenApiPathItem> {
         operationId: 'listModels',
         summary: 'List models',
         tags: ['models'],
+        parameters: [ORGANIZATION],
         responses: {
           '200': { description: 'The catalog.', content: { 'application/json': { schema: schemaRef('ModelList') } } },
           '401': UNAUTHORIZED,
@@ -100,6 +111,7 @@ function inferencePaths(): Record<string, OpenApiPathItem> {
             description: 'Second part of the model id.',
             schema: { type: 'string' },
           },
+          ORGANIZATION,
         ],
         responses: {
           '200': { description: 'The model.', content: { 'application/json': { schema: schemaRef('Model') } } },
@@ -115,6 +127,7 @@ function inferencePaths(): Record<string, OpenApiPathItem> {
         description:
           'Answers one JSON ChatCompletionResponse, or, when `stream` is true, a `text/event-stream` of ChatCompletionChunk frames ending with `data: [DONE]`. Clients retry 429 and 5xx with exponential backoff and jitter, preferring `retry-after-ms`, then `retry-after`; never 400, 401, 402, 404, nor anything carrying `x-should-retry: false`.',
         tags: ['chat'],
+        parameters: [ORGANIZATION],
         requestBody: {
           required: true,
           content: { 'application/json': { schema: schemaRef('CreateChatCompletionRequest') } },
@@ -238,7 +251,8 @@ export function buildInferenceOpenApi(options: InferenceOpenApiOptions = {}): Op
         bearerAuth: {
           type: 'http',
           scheme: 'bearer',
-          description: 'An organization API key: `Authorization: Bearer tw-…`.',
+          description:
+            "An organization API key: `Authorization: Bearer tw-…`; or an operator's service key, with `x-tollway-organization` naming the organization it acts for.",
         },
       },
       headers: {

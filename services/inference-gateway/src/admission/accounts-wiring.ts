@@ -6,7 +6,7 @@ import {
   ensureDevOrganization,
   isWellFormedApiKey,
 } from '@tollway/accounts';
-import type { InferenceOpenApiOptions } from '@tollway/contracts';
+import { OrganizationId, type InferenceOpenApiOptions } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
 import type { CatalogStore } from '../catalog/catalog-store';
 import type { GatewayConfig } from '../config';
@@ -14,6 +14,7 @@ import { wireConsole } from '../console/console-wiring';
 import type { EngineRegistry } from '../engines';
 import { adminOpenApi } from '../routes/admin/admin.openapi';
 import { buildAdminRouter } from '../routes/admin/admin.router';
+import { cannotActForOrganization } from '../errors';
 import type { Admission, AdmissionStats, Authenticator, Principal } from './admission.types';
 import { ConfigKeyAuthenticator } from './config-key.authenticator';
 import { admissionUnavailable } from './admission-errors';
@@ -76,22 +77,41 @@ export async function wireAccounts(
   // that shape: then it skips the static keys' digest (one SHA-256 less per request). The choice
   // depends on the token's shape and the configuration only, never on how close a guess was.
   const configKeysLookLikeOrgKeys = config.apiKeys.some((key) => isWellFormedApiKey(key));
+  const serviceKeys = serviceKeyAuthenticator(config);
   const unmetered = new UnmeteredAdmission();
   const authenticator: Authenticator = {
-    async authenticate(token) {
-      const fixed =
-        configKeys && (configKeysLookLikeOrgKeys || !isWellFormedApiKey(token))
-          ? await configKeys.authenticate(token)
-          : null;
-      if (fixed) return fixed;
-      try {
-        const principal = await keys.authenticate(token);
-        // Admin keys manage an organization (console, admin API); they do not call models.
-        return principal?.role === 'admin' ? null : principal;
-      } catch (err) {
-        // Redis is unreachable: a 503 to retry, not a 401 (the key may be fine) nor a 500.
-        throw admissionUnavailable(err);
+    async authenticate(token, organization) {
+      const tokenIsOrgShaped = isWellFormedApiKey(token);
+      const service =
+        serviceKeys && (serviceKeys.orgShaped || !tokenIsOrgShaped) ? await serviceKeys.keys.authenticate(token) : null;
+      if (service) {
+        // A service key belongs to no organization: it acts for the one the request names, which
+        // admission then meters (and refuses with 401 when no such organization exists).
+        if (organization === undefined || !OrganizationId.safeParse(organization).success) {
+          throw cannotActForOrganization(organization);
+        }
+        return { orgId: organization, keyId: service.keyId };
       }
+      const fixed =
+        configKeys && (configKeysLookLikeOrgKeys || !tokenIsOrgShaped) ? await configKeys.authenticate(token) : null;
+      let principal: Principal | null = fixed;
+      if (!principal) {
+        try {
+          const found = await keys.authenticate(token);
+          // Admin keys manage an organization (console, admin API); they do not call models.
+          principal = found?.role === 'admin' ? null : found;
+        } catch (err) {
+          // Redis is unreachable: a 503 to retry, not a 401 (the key may be fine) nor a 500.
+          throw admissionUnavailable(err);
+        }
+      }
+      // Any other key may name its own organization, never another's: refused, not ignored, so a
+      // session service whose GATEWAY_API_KEY is an organization key cannot bill one organization's
+      // agent turns to another.
+      if (principal && organization !== undefined && organization !== principal.orgId) {
+        throw cannotActForOrganization(organization);
+      }
+      return principal;
     },
   };
   const admission: Admission = {
@@ -133,6 +153,21 @@ export async function wireAccounts(
       subscriber?.disconnect();
       admissionRedis.disconnect(); // after the drain above: nothing of ours is left on it
     },
+  };
+}
+
+/**
+ * The `SERVICE_API_KEYS` keys, or null when there are none. A key in both lists would be two
+ * things at once, so the start fails. Principals it mints have key ids `service-key-<n>`.
+ */
+function serviceKeyAuthenticator(config: GatewayConfig): { keys: ConfigKeyAuthenticator; orgShaped: boolean } | null {
+  if (config.serviceApiKeys.length === 0) return null;
+  const both = config.serviceApiKeys.filter((key) => config.apiKeys.includes(key) || key === config.devApiKey);
+  if (both.length > 0) throw new Error('SERVICE_API_KEYS: a service key is also in API_KEYS or is DEV_API_KEY');
+  return {
+    keys: new ConfigKeyAuthenticator(config.serviceApiKeys, 'service'),
+    // As for API_KEYS: a token shaped like an organization key skips the digest unless a service key has that shape.
+    orgShaped: config.serviceApiKeys.some((key) => isWellFormedApiKey(key)),
   };
 }
 

@@ -13,9 +13,13 @@ export interface Principal {
   keyId: string;
 }
 
-/** Resolves a bearer token; null for a missing, malformed, unknown or revoked key (→ 401). */
+/**
+ * Resolves a bearer token; null for a missing, malformed, unknown or revoked key (→ 401).
+ * `organization` is the `x-tollway-organization` header as sent, if any: a service key acts for
+ * the organization it names; any other key may only name its own. A refusal throws a 401.
+ */
 export interface Authenticator {
-  authenticate(bearerToken: string | undefined): Promise<Principal | null>;
+  authenticate(bearerToken: string | undefined, organization?: string): Promise<Principal | null>;
 }
 
 /** What admission needs to know about one chat completion before it reaches an engine. */

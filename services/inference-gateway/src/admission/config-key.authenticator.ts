@@ -9,7 +9,11 @@ import type { Authenticator, Principal } from './admission.types';
 export class ConfigKeyAuthenticator implements Authenticator {
   private readonly digests: Buffer[];
 
-  constructor(keys: readonly string[]) {
+  /** `kind` names the key ids it mints: `config-key-<n>` (API_KEYS), `service-key-<n>` (SERVICE_API_KEYS). */
+  constructor(
+    keys: readonly string[],
+    private readonly kind: 'config' | 'service' = 'config',
+  ) {
     this.digests = keys.map(digest);
   }
 
@@ -20,7 +24,7 @@ export class ConfigKeyAuthenticator implements Authenticator {
     for (let i = 0; i < this.digests.length; i++) {
       if (timingSafeEqual(candidate, this.digests[i] as Buffer) && found === -1) found = i;
     }
-    return found === -1 ? null : { orgId: 'config', keyId: `config-key-${found}` };
+    return found === -1 ? null : { orgId: 'config', keyId: `${this.kind}-key-${found}` };
   }
 }
 

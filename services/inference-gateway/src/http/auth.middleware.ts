@@ -1,4 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
+import { ORGANIZATION_HEADER } from '@tollway/contracts';
 import type { Authenticator, Principal } from '../admission/admission.types';
 import { invalidApiKey } from '../errors';
 
@@ -9,7 +10,8 @@ export function requireApiKey(authenticator: Authenticator) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const header = req.headers.authorization;
     const token = header ? BEARER.exec(header)?.[1] : undefined;
-    authenticator.authenticate(token).then(
+    const organization = req.headers[ORGANIZATION_HEADER];
+    authenticator.authenticate(token, typeof organization === 'string' ? organization : undefined).then(
       (principal) => {
         if (!principal) return next(invalidApiKey());
         res.locals.principal = principal;

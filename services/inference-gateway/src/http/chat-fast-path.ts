@@ -6,6 +6,7 @@ import {
   requestIdOf,
   type JsonBodyLimits,
 } from '@tollway/service-kit';
+import { ORGANIZATION_HEADER } from '@tollway/contracts';
 import type { Authenticator } from '../admission/admission.types';
 import { handleChat, type ChatDeps } from '../completions/handle-chat';
 import { invalidApiKey } from '../errors';
@@ -61,7 +62,11 @@ async function serve(
 ): Promise<void> {
   const header = req.headers.authorization;
   const token = header ? BEARER.exec(header)?.[1] : undefined;
-  const principal = await deps.authenticator.authenticate(token);
+  const organization = req.headers[ORGANIZATION_HEADER];
+  const principal = await deps.authenticator.authenticate(
+    token,
+    typeof organization === 'string' ? organization : undefined,
+  );
   if (!principal) throw invalidApiKey();
   observation?.authenticated(principal);
   let body: unknown;

@@ -1,18 +1,17 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { createAccountStore, deleteKeysWithPrefix, type Budgets } from '@tollway/accounts';
 import { RateLimitHeaders } from '@tollway/contracts';
-import { closeServer, createLogger, listen } from '@tollway/service-kit';
-import { wireAccounts, type AccountsWiring } from '../../src/admission/accounts-wiring';
-import { buildApp } from '../../src/app';
-import { CatalogStore } from '../../src/catalog/catalog-store';
-import { loadGatewayConfig } from '../../src/config';
-import { EngineRegistry } from '../../src/engines';
-import { catalogModels } from '../helpers/gateway-harness';
+import type { AccountsWiring } from '../../src/admission/accounts-wiring';
+import {
+  catalogModels,
+  errorOf,
+  postSmallChat,
+  startAccountsGateway,
+  type AccountsGateway,
+} from '../helpers/gateway-harness';
 
 /** Every 401 / 402 / 429 row of the spec and the 200 headers, over HTTP, through the real wiring. */
 const prefix = `test-${randomUUID()}:`;
@@ -35,31 +34,17 @@ const models = catalogModels([
     engine: simulated({ time_per_output_token_ms: 50 }),
   },
 ]);
-let server: Server;
+let gateway: AccountsGateway;
 let baseUrl: string;
 let wiring: AccountsWiring;
-let engines: EngineRegistry;
-let catalog: CatalogStore;
 
 beforeAll(async () => {
-  const config = loadGatewayConfig({ env: { REDIS_PREFIX: prefix, CAPACITY_RETRY_AFTER_MS: '1500' }, argv: [] });
-  const logger = createLogger({ service: 'admission-test', silent: true });
-  catalog = new CatalogStore(models);
-  engines = new EngineRegistry({ connections: 16, timeoutMs: 5000 });
-  catalog.subscribe((current) => engines.sync(current));
-  wiring = await wireAccounts(config, redis, logger);
-  const { authenticator, admission, adminRouter, openApi } = wiring;
-  const app = buildApp({ config, logger, catalog, engines, redis, authenticator, admission, adminRouter, openApi });
-  server = await listen(app, 0, '127.0.0.1');
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  gateway = await startAccountsGateway(models, redis, { REDIS_PREFIX: prefix, CAPACITY_RETRY_AFTER_MS: '1500' });
+  ({ baseUrl, wiring } = gateway);
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  await closeServer(server);
-  await engines.close();
-  catalog.close();
-  await wiring.close();
+  await gateway.close();
   await deleteKeysWithPrefix(redis, prefix);
   redis.disconnect();
 });
@@ -76,24 +61,7 @@ async function keyFor(
 }
 
 function chat(key: string | null, body: Record<string, unknown> = {}, signal?: AbortSignal): Promise<Response> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (key !== null) headers.authorization = `Bearer ${key}`;
-  return fetch(`${baseUrl}/v1/chat/completions`, {
-    method: 'POST',
-    headers,
-    signal,
-    body: JSON.stringify({
-      model: 'test/fast',
-      messages: [{ role: 'user', content: 'hello there' }],
-      max_tokens: 8,
-      ...body,
-    }),
-  });
-}
-
-/** The `error` object of an envelope. */
-async function errorOf(res: Response): Promise<Record<string, unknown>> {
-  return ((await res.json()) as { error: Record<string, unknown> }).error;
+  return postSmallChat(baseUrl, key, body, { signal });
 }
 
 async function usageOf(orgId: string, requests: number) {

@@ -1,6 +1,8 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { closeServer, createLogger, createRedis, listen } from '@tollway/service-kit';
+import type { Redis } from 'ioredis';
+import { wireAccounts, type AccountsWiring } from '../../src/admission/accounts-wiring';
 import { ConfigKeyAuthenticator } from '../../src/admission/config-key.authenticator';
 import type { Admission, AdmissionRequest, AdmissionTicket, SettledUsage } from '../../src/admission/admission.types';
 import { UnmeteredAdmission } from '../../src/admission/unmetered.admission';
@@ -88,6 +90,76 @@ export async function startGateway(
       await redis.quit();
     },
   };
+}
+
+/** A gateway over the real accounts wiring: organization keys, budgets, credit, capacity. */
+export interface AccountsGateway {
+  /** `http://127.0.0.1:PORT` */
+  baseUrl: string;
+  wiring: AccountsWiring;
+  /** Stops the gateway and the wiring; leaves `redis` (the caller's) open and its keys in place. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a gateway on 127.0.0.1 port 0 with `wireAccounts` over the caller's `redis`, configured
+ * from `env` (give it a `REDIS_PREFIX` of the test's own), and the admin API when `ADMIN_TOKEN` is set.
+ */
+export async function startAccountsGateway(
+  models: CatalogModel[],
+  redis: Redis,
+  env: Record<string, string>,
+): Promise<AccountsGateway> {
+  const config = loadGatewayConfig({ env, argv: [] });
+  const logger = createLogger({ service: 'gateway-test', silent: true });
+  const catalog = new CatalogStore(models);
+  const engines = new EngineRegistry({ connections: 16, timeoutMs: 5000 });
+  catalog.subscribe((current) => engines.sync(current));
+  const wiring = await wireAccounts(config, redis, logger);
+  const { authenticator, admission, adminRouter, openApi } = wiring;
+  const app = buildApp({ config, logger, catalog, engines, redis, authenticator, admission, adminRouter, openApi });
+  const server = await listen(app, 0, '127.0.0.1');
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    wiring,
+    async close() {
+      server.closeAllConnections();
+      await closeServer(server);
+      await engines.close();
+      catalog.close();
+      await wiring.close();
+    },
+  };
+}
+
+/**
+ * POSTs a small chat completion (`test/fast`, "hello there", 8 tokens; `body` on top) to the
+ * gateway at `baseUrl`: with `Authorization: Bearer <key>` unless `key` is null, and `headers`.
+ */
+export function postSmallChat(
+  baseUrl: string,
+  key: string | null,
+  body: Record<string, unknown> = {},
+  init: { headers?: Record<string, string>; signal?: AbortSignal } = {},
+): Promise<Response> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...init.headers };
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  return fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers,
+    signal: init.signal,
+    body: JSON.stringify({
+      model: 'test/fast',
+      messages: [{ role: 'user', content: 'hello there' }],
+      max_tokens: 8,
+      ...body,
+    }),
+  });
+}
+
+/** The `error` object of an envelope. */
+export async function errorOf(res: Response): Promise<Record<string, unknown>> {
+  return ((await res.json()) as { error: Record<string, unknown> }).error;
 }
 
 /** Starts the simulated engine as a real HTTP server on 127.0.0.1 port 0. */
