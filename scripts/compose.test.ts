@@ -112,6 +112,12 @@ describe('docker-compose.yml', () => {
     expect(container).toContain(listening);
   });
 
+  it("the worker calls the gateway with the gateway's service key, so turns bill their session's organization", () => {
+    const environment = (name: string) => Object.fromEntries(services)[name]!.environment ?? {};
+    expect(environment('inference-gateway').SERVICE_API_KEYS).toBe('${SERVICE_API_KEY:-}');
+    expect(environment('agent-session-worker').GATEWAY_API_KEY).toMatch(/^\$\{SERVICE_API_KEY:-/);
+  });
+
   it('the gateway image CMD and the API image CMD are the ones compose runs', () => {
     for (const name of ['inference-gateway', 'agent-session-api']) {
       const service = compose.services[name]!;

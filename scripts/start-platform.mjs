@@ -7,7 +7,9 @@
 //
 // Environment: GATEWAY_PORT (8080), SESSIONS_PORT (8081), REDIS_URL (redis://127.0.0.1:6379),
 // DEV_API_KEY (default: read from or created in .tollway/dev-key), ADMIN_TOKEN (default: read from
-// or created in .tollway/admin-token), TOLLWAY_STATE_DIR (.tollway),
+// or created in .tollway/admin-token), SERVICE_API_KEY (the embedded worker's key for the gateway,
+// which bills each turn to its session's organization; default: read from or created in
+// .tollway/service-key), TOLLWAY_STATE_DIR (.tollway),
 // START_TIMEOUT_MS (60000). Everything else in the environment is passed on to both services.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -43,40 +45,59 @@ function port(name, fallback) {
   return value;
 }
 
-/** Reads the dev key from DEV_API_KEY or .tollway/dev-key, creating the file on first start. */
-function devKey() {
-  if (env.DEV_API_KEY) return env.DEV_API_KEY;
-  const file = join(stateDir, 'dev-key');
-  if (existsSync(file)) {
-    const key = readFileSync(file, 'utf8').trim();
-    if (!DEV_KEY_PATTERN.test(key))
-      fail(`${file} does not hold a dev key (tw- + 43 base64url characters); delete it to get a new one`);
-    return key;
+/**
+ * A secret from the environment variable `name`, else from `.tollway/<file>` (created on first
+ * start, readable by its owner only); `valid` checks what the file holds, `describe` names it.
+ */
+function secret(name, file, valid, describe, create) {
+  if (env[name]) return env[name];
+  const path = join(stateDir, file);
+  if (existsSync(path)) {
+    const value = readFileSync(path, 'utf8').trim();
+    if (!valid(value)) fail(`${path} does not hold ${describe}; delete it to get a new one`);
+    return value;
   }
-  const key = `tw-${randomBytes(32).toString('base64url')}`;
+  const value = create();
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-  writeFileSync(file, `${key}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
-  return key;
+  writeFileSync(path, `${value}\n`, { mode: 0o600 });
+  chmodSync(path, 0o600);
+  return value;
+}
+
+/** The dev organization's key: DEV_API_KEY, or .tollway/dev-key. */
+function devKey() {
+  return secret(
+    'DEV_API_KEY',
+    'dev-key',
+    (value) => DEV_KEY_PATTERN.test(value),
+    'a dev key (tw- + 43 base64url characters)',
+    () => `tw-${randomBytes(32).toString('base64url')}`,
+  );
+}
+
+/** The console's operator token: ADMIN_TOKEN, or .tollway/admin-token. */
+function adminToken() {
+  return secret(
+    'ADMIN_TOKEN',
+    'admin-token',
+    (value) => value.length >= 16,
+    'an admin token (16+ characters)',
+    () => randomBytes(32).toString('base64url'),
+  );
 }
 
 /**
- * The console's operator token: ADMIN_TOKEN, or .tollway/admin-token (created on first start,
- * readable by its owner only).
+ * The key the embedded worker calls the gateway with: SERVICE_API_KEY, or .tollway/service-key.
+ * A service key: each turn is billed to the organization that owns its session (gateway README).
  */
-function adminToken() {
-  if (env.ADMIN_TOKEN) return env.ADMIN_TOKEN;
-  const file = join(stateDir, 'admin-token');
-  if (existsSync(file)) {
-    const token = readFileSync(file, 'utf8').trim();
-    if (token.length < 16) fail(`${file} holds no admin token (16+ characters); delete it to get a new one`);
-    return token;
-  }
-  const token = randomBytes(32).toString('base64url');
-  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-  writeFileSync(file, `${token}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
-  return token;
+function serviceKey() {
+  return secret(
+    'SERVICE_API_KEY',
+    'service-key',
+    (value) => /^[\x21-\x7e]{32,256}$/.test(value),
+    'a service key (32-256 printable characters)',
+    () => `tws-${randomBytes(32).toString('base64url')}`,
+  );
 }
 
 /** From sources (`--dev`), the console is built once if it never was; `pnpm start` builds it with the rest. */
@@ -250,6 +271,7 @@ async function main() {
   await ensurePortFree('SESSIONS_PORT', sessionsPort);
   const key = devKey();
   const token = adminToken();
+  const service = serviceKey();
   ensureConsoleBuilt();
   const gatewayArgs = entry('services/inference-gateway', 'dist/main.js', 'src/main.ts');
   const sessionsArgs = entry('services/agent-session', 'dist/main-api.js', 'src/main-api.ts');
@@ -265,10 +287,12 @@ async function main() {
     GATEWAY_PORT: String(gatewayPort),
     DEV_API_KEY: key,
     ADMIN_TOKEN: token,
+    SERVICE_API_KEYS: service,
   });
   start('sessions', '35', [...sessionsArgs, '--embedded-worker'], {
     SESSIONS_PORT: String(sessionsPort),
     DEV_API_KEY: key,
+    GATEWAY_API_KEY: service,
     GATEWAY_BASE_URL: `http://127.0.0.1:${gatewayPort}/v1`,
   });
 

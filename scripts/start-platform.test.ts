@@ -119,8 +119,11 @@ describe('pnpm dev (scripts/start-platform.mjs --dev)', () => {
     expect(refused.status).toBe(401);
   });
 
-  it('runs a turn through the embedded worker and the gateway', async () => {
-    const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
+  /** Creates a session with `sessionKey`, sends it a message and waits for the turn's end. */
+  async function runTurn(
+    sessionKey: string,
+  ): Promise<{ status: string; response: { role: string } | null; error: string | null }> {
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${sessionKey}` };
     const created = await fetch(`${sessions}/sessions`, { method: 'POST', headers, body: '{}' });
     expect(created.status).toBe(201);
     const { session_id } = (await created.json()) as { session_id: string };
@@ -131,9 +134,45 @@ describe('pnpm dev (scripts/start-platform.mjs --dev)', () => {
     });
     expect(sent.status).toBe(202);
     const done = await fetch(`${sessions}/sessions/${session_id}?wait=true&timeout=20`, { headers });
-    const session = (await done.json()) as { status: string; response: { role: string } | null; error: string | null };
+    return (await done.json()) as { status: string; response: { role: string } | null; error: string | null };
+  }
+
+  it('runs a turn through the embedded worker and the gateway', async () => {
+    const session = await runTurn(key);
     expect(session).toEqual(expect.objectContaining({ status: 'idle', error: null }));
     expect(session.response?.role).toBe('assistant');
+  });
+
+  it("bills another organization's agent turn to that organization (the worker's service key, kept owner-only)", async () => {
+    expect(statSync(join(stateDir, 'service-key')).mode & 0o077).toBe(0);
+    const token = /Admin token\s+(\S+)/.exec(platform.output())?.[1];
+    const admin = { 'content-type': 'application/json', authorization: `Bearer ${token}` };
+    const org = await fetch(`${gateway}/admin/v1/organizations`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({
+        name: 'Acme',
+        budgets: { requests: 100, input_tokens: 100_000, output_tokens: 100_000 },
+        credit: 5,
+      }),
+    });
+    expect(org.status).toBe(201);
+    const { id } = (await org.json()) as { id: string };
+    const created = await fetch(`${gateway}/admin/v1/organizations/${id}/keys`, {
+      method: 'POST',
+      headers: admin,
+      body: '{}',
+    });
+    expect(created.status).toBe(201);
+    const acmeKey = ((await created.json()) as { key: string }).key;
+    expect(await runTurn(acmeKey)).toEqual(expect.objectContaining({ status: 'idle', error: null }));
+    let requests = 0;
+    for (const deadline = Date.now() + 5000; requests === 0 && Date.now() < deadline;) {
+      const usage = await fetch(`${gateway}/admin/v1/organizations/${id}/usage`, { headers: admin });
+      requests = ((await usage.json()) as { totals: { requests: number } }).totals.requests;
+      if (requests === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(requests).toBeGreaterThan(0);
   });
 
   it('stops both services on Ctrl-C and exits 0', async () => {

@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import { ORGANIZATION_HEADER } from '@tollway/contracts';
 
 /** Options of createGatewayClient. */
 export interface GatewayClientOptions {
@@ -12,6 +13,12 @@ export interface GatewayClientOptions {
    * spans join the turn's trace; returns undefined when tracing is off.
    */
   traceparent?: () => string | undefined;
+  /**
+   * The organization to bill each call to, sent as `x-tollway-organization`: the session's, read
+   * per call since a child runs the turns of many organizations; undefined leaves the header out.
+   * The gateway honours it only from a service key (`SERVICE_API_KEYS`) or a key of that organization.
+   */
+  organization?: () => string | undefined;
   /** Told of every chat completion call (its span and metrics live in the worker). */
   chatCalls?: ChatCallObserver;
 }
@@ -47,9 +54,11 @@ export function createGatewayClient(options: GatewayClientOptions): OpenAI {
   const capturingFetch: typeof fetch = async (input, init) => {
     const call = options.chatCalls && isChatCall(input, init) ? await options.chatCalls.start(modelOf(init)) : null;
     const traceparent = call?.traceparent ?? options.traceparent?.();
-    if (traceparent) {
+    const organization = options.organization?.();
+    if (traceparent || organization) {
       const headers = new Headers(init?.headers);
-      headers.set('traceparent', traceparent);
+      if (traceparent) headers.set('traceparent', traceparent);
+      if (organization) headers.set(ORGANIZATION_HEADER, organization);
       init = { ...init, headers };
     }
     let response: Response;

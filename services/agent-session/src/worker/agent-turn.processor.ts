@@ -93,8 +93,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       const history = context.history.slice(0, -1);
       const message = context.history.at(-1) ?? toStoredMessage(turn.message);
       const outcome = await child.run(
-        turnId,
-        sessionId,
+        { turnId, sessionId, orgId: turn.org_id },
         { history, message, userParams: turn.message.user_params },
         deps.turnTimeoutMs,
         { traceparent: trace?.agentStarts(sessionId), chatCalls },

@@ -24,6 +24,14 @@ export interface ChildPoolOptions {
 }
 
 /** A turn's tracing and model-call reporting; absent parts are off. */
+/** Which turn a child runs: the ids, and the organization its model calls are billed to. */
+export interface TurnIdentity {
+  turnId: string;
+  sessionId: string;
+  /** The session's organization (null for a session created without auth). */
+  orgId: string | null;
+}
+
 export interface TurnTelemetry {
   /** `traceparent` of the turn's invoke_agent span. */
   traceparent?: string;
@@ -34,13 +42,7 @@ export interface TurnTelemetry {
 /** An idle child set aside for one turn. */
 export interface ChildReservation {
   /** Runs the turn in the reserved child (once). */
-  run(
-    turnId: string,
-    sessionId: string,
-    input: AgentInput,
-    timeoutMs: number,
-    telemetry?: TurnTelemetry,
-  ): Promise<ChildOutcome>;
+  run(turn: TurnIdentity, input: AgentInput, timeoutMs: number, telemetry?: TurnTelemetry): Promise<ChildOutcome>;
   /** Hands the child back unused; a no-op after `run`. */
   release(): void;
 }
@@ -89,9 +91,9 @@ export class ChildPool {
     if (!child) return null;
     let used = false;
     return {
-      run: (turnId, sessionId, input, timeoutMs, telemetry) => {
+      run: (turn, input, timeoutMs, telemetry) => {
         used = true;
-        return this.runOn(child, turnId, sessionId, input, cancel, timeoutMs, telemetry ?? {});
+        return this.runOn(child, turn, input, cancel, timeoutMs, telemetry ?? {});
       },
       release: () => {
         if (!used) this.release(child);
@@ -106,8 +108,7 @@ export class ChildPool {
    */
   private runOn(
     child: PooledChild,
-    turnId: string,
-    sessionId: string,
+    { turnId, sessionId, orgId }: TurnIdentity,
     input: AgentInput,
     cancel: AbortSignal,
     timeoutMs: number,
@@ -142,7 +143,7 @@ export class ChildPool {
           finish({ kind: 'timeout', error: `turn timed out after ${timeoutMs} ms` });
         }, timeoutMs);
       }
-      const run: ParentMessage = { type: 'run', turnId, sessionId, input, traceparent: telemetry.traceparent };
+      const run: ParentMessage = { type: 'run', turnId, sessionId, orgId, input, traceparent: telemetry.traceparent };
       child.process.send(run, (err) => {
         if (err) {
           this.kill(child);

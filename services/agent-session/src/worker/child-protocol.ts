@@ -19,6 +19,11 @@ export interface ChildRun {
   type: 'run';
   turnId: string;
   sessionId: string;
+  /**
+   * The session's organization: its model calls name it in `x-tollway-organization`, so the
+   * gateway bills them to it (null for a session created without auth: the header is left out).
+   */
+  orgId: string | null;
   input: AgentInput;
   /** `traceparent` of the turn's invoke_agent span, sent on its model calls; absent when tracing is off. */
   traceparent?: string;

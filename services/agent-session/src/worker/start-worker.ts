@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { Worker } from 'bullmq';
+import { isWellFormedApiKey } from '@tollway/accounts';
 import { AGENT_TURN_QUEUE } from '@tollway/contracts';
 import { createLogger, createRedis, type Logger } from '@tollway/service-kit';
 import { SessionStore } from '../store/session-store';
@@ -54,6 +55,12 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   const workerId = randomUUID();
   const agentModule = config.agentModule ? path.resolve(config.agentModule) : defaultAgentModule();
   if (!config.gatewayApiKey) logger.warn('neither GATEWAY_API_KEY nor DEV_API_KEY is set: model calls will get 401');
+  else if (isWellFormedApiKey(config.gatewayApiKey)) {
+    // Each call names its session's organization, which only a service key may act for.
+    logger.warn(
+      "the gateway key is an organization's key: turns of other organizations' sessions will get 401; give GATEWAY_API_KEY one of the gateway's SERVICE_API_KEYS",
+    );
+  }
 
   const pool = new ChildPool({
     size: config.concurrency,

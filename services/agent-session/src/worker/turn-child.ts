@@ -18,6 +18,8 @@ const turnAborts = new Set<AbortController>();
 let turnId: string | undefined;
 /** `traceparent` of the turn's invoke_agent span, put on its model calls; absent when tracing is off. */
 let turnTraceparent: string | undefined;
+/** The running turn's session's organization, named on its model calls; absent without auth. */
+let turnOrganization: string | undefined;
 let lastCallId = 0;
 /** Chat calls waiting for their span's `traceparent` from the parent, by call id. */
 const awaitingTraceparent = new Map<number, (traceparent: string | undefined) => void>();
@@ -87,6 +89,7 @@ async function init(message: ChildInit): Promise<void> {
       apiKey: message.gatewayApiKey,
       timeoutMs: message.gatewayTimeoutMs,
       traceparent: () => turnTraceparent,
+      organization: () => turnOrganization,
       chatCalls,
     }),
     settings: message.settings,
@@ -103,6 +106,7 @@ async function run(message: ChildRun): Promise<void> {
   turnAborts.add(abort);
   turnId = message.turnId;
   turnTraceparent = message.traceparent;
+  turnOrganization = message.orgId ?? undefined;
   const turnLogger = logger.child({ session_id: message.sessionId, turn_id: message.turnId });
   try {
     const result = await agent(message.input, { ...base, logger: turnLogger, signal: abort.signal });
@@ -122,6 +126,7 @@ async function run(message: ChildRun): Promise<void> {
   } finally {
     turnId = undefined;
     turnTraceparent = undefined;
+    turnOrganization = undefined;
     turnAborts.delete(abort);
   }
 }

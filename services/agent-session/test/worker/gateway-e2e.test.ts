@@ -1,51 +1,31 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import request from 'supertest';
 import { WebhookPayload } from '@tollway/contracts';
-import { freePort } from '@tollway/service-kit/testing';
 import type { RunningWorker } from '../../src/worker/start-worker';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
-import { sendJson, startTestServer, startTestWorker, waitFor, type TestServer } from './worker-harness';
+import {
+  sendJson,
+  startGatewayProcess,
+  startTestServer,
+  startTestWorker,
+  waitFor,
+  type GatewayProcess,
+  type TestServer,
+} from './worker-harness';
 
 const prefix = testPrefix();
 const apiKey = `tw-${randomBytes(30).toString('base64url')}`;
-let gatewayProcess: ChildProcess;
-let gatewayUrl: string;
+let gateway: GatewayProcess;
 let api: ApiReplica;
 let worker: RunningWorker;
 let receiver: TestServer;
 
 beforeAll(async () => {
-  const port = await freePort();
-  gatewayUrl = `http://127.0.0.1:${port}/v1`;
-  const main = path.join(__dirname, '..', '..', '..', 'inference-gateway', 'src', 'main.ts');
-  gatewayProcess = spawn(process.execPath, ['--conditions=@tollway/source', '--import', 'tsx', main], {
-    env: {
-      ...process.env,
-      GATEWAY_PORT: String(port),
-      GATEWAY_HOST: '127.0.0.1',
-      DEV_API_KEY: apiKey,
-      REDIS_PREFIX: prefix,
-      CATALOG_WATCH: 'false',
-      LOG_LEVEL: 'error',
-    },
-    stdio: 'ignore',
-  });
-  await waitFor(
-    async () => {
-      const res = await fetch(`${gatewayUrl}/models`, { headers: { authorization: `Bearer ${apiKey}` } }).catch(
-        () => null,
-      );
-      return res?.status === 200;
-    },
-    20_000,
-    100,
-  );
+  gateway = await startGatewayProcess(prefix, { DEV_API_KEY: apiKey });
   api = await startReplica(prefix);
   receiver = await startTestServer((_req, res) => sendJson(res, 200, {}));
   worker = await startTestWorker(prefix, {
-    GATEWAY_BASE_URL: gatewayUrl,
+    GATEWAY_BASE_URL: gateway.baseUrl,
     GATEWAY_API_KEY: apiKey,
     TRACING_ENABLED: 'true',
   });
@@ -55,10 +35,7 @@ afterAll(async () => {
   await worker?.close();
   await receiver?.close();
   await api?.close();
-  gatewayProcess?.kill('SIGTERM');
-  await new Promise((resolve) =>
-    gatewayProcess.exitCode !== null ? resolve(null) : gatewayProcess.once('exit', resolve),
-  );
+  await gateway?.stop();
   await deleteKeys(prefix);
 });
 

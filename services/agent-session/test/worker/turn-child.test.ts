@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import type { ChildInit, ChildMessage, ChildRun } from '../../src/worker/child-protocol';
 import { forkNodeFile } from '../../src/worker/spawn-node';
+import { builtInAgent, completion, sendJson, startTestServer } from './worker-harness';
 
 const childFile = path.join(__dirname, '../../src/worker/turn-child.ts');
 const echoAgent = path.join(__dirname, '../../src/agents/echo.agent.ts');
@@ -21,11 +22,11 @@ function nextMessage(child: ChildProcess): Promise<ChildMessage> {
   return once(child, 'message').then(([message]) => message as ChildMessage);
 }
 
-async function startChild(): Promise<{ child: ChildProcess; stderr: () => string }> {
+async function startChild(options: Partial<ChildInit> = {}): Promise<{ child: ChildProcess; stderr: () => string }> {
   const child = forkNodeFile(childFile, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
   let stderr = '';
   child.stderr?.on('data', (data: Buffer) => (stderr += data.toString()));
-  child.send(init);
+  child.send({ ...init, ...options });
   expect(await nextMessage(child)).toEqual({ type: 'ready' });
   return { child, stderr: () => stderr };
 }
@@ -36,6 +37,7 @@ it('runs a turn sent by its parent and answers with the agent messages', async (
     type: 'run',
     turnId: 'turn-1',
     sessionId: '00000000-0000-4000-8000-000000000000',
+    orgId: null,
     input: { history: [], message: { role: 'user', content: 'ping' }, userParams: null },
   };
   child.send(run);
@@ -52,4 +54,36 @@ it('exits at once and quietly when its parent goes away', async () => {
   const [code] = await exited;
   expect(code).toBe(1);
   expect(stderr()).not.toMatch(/EPIPE|Uncaught|Error/);
+});
+
+it("names each turn's organization on its model calls, and none for a session without one", async () => {
+  // One child runs the turns of many organizations, one after another: the header is the turn's.
+  const gateway = await startTestServer((_request, res) => sendJson(res, 200, completion('pong')));
+  const { child } = await startChild({ agentModule: builtInAgent('chat'), gatewayBaseUrl: `${gateway.url}/v1` });
+  try {
+    for (const [turnId, orgId] of [
+      ['turn-a', 'org_a'],
+      ['turn-none', null],
+      ['turn-b', 'org_b'],
+    ] as const) {
+      const run: ChildRun = {
+        type: 'run',
+        turnId,
+        sessionId: '00000000-0000-4000-8000-000000000000',
+        orgId,
+        input: { history: [], message: { role: 'user', content: 'ping' }, userParams: null },
+      };
+      child.send(run);
+      let message = await nextMessage(child);
+      // A model call is reported to the parent (chat-start, chat-end) before the turn's end.
+      while (message.type === 'chat-start' || message.type === 'chat-end') message = await nextMessage(child);
+      expect(message).toMatchObject({ type: 'done', turnId, ok: true });
+    }
+    expect(gateway.received.map((r) => r.headers['x-tollway-organization'])).toEqual(['org_a', undefined, 'org_b']);
+    expect(gateway.received.every((r) => r.headers.authorization === 'Bearer unused')).toBe(true);
+  } finally {
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+    await gateway.close();
+  }
 });

@@ -1,7 +1,9 @@
+import { spawn } from 'node:child_process';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { createLogger } from '@tollway/service-kit';
+import { freePort } from '@tollway/service-kit/testing';
 import { startWorker, type RunningWorker } from '../../src/worker/start-worker';
 import { loadWorkerConfig, type WorkerConfig } from '../../src/worker-config';
 
@@ -82,6 +84,48 @@ export function completion(content: string | null, totalTokens = 7, toolCalls?: 
       },
     ],
     usage: { prompt_tokens: totalTokens - 2, completion_tokens: 2, total_tokens: totalTokens },
+  };
+}
+
+/** A real inference gateway, run from its sources in a process of its own. */
+export interface GatewayProcess {
+  /** Its inference API, ending in `/v1`. */
+  baseUrl: string;
+  /** SIGTERM, and resolves once it has exited. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the gateway (`services/inference-gateway/src/main.ts`, its shipped catalog of simulated
+ * models) on a free port over `prefix`, with `env` on top; resolves once `/readyz` answers 200.
+ */
+export async function startGatewayProcess(prefix: string, env: Record<string, string>): Promise<GatewayProcess> {
+  const port = await freePort();
+  const main = path.join(__dirname, '..', '..', '..', 'inference-gateway', 'src', 'main.ts');
+  const child = spawn(process.execPath, ['--conditions=@tollway/source', '--import', 'tsx', main], {
+    env: {
+      ...process.env,
+      GATEWAY_PORT: String(port),
+      GATEWAY_HOST: '127.0.0.1',
+      REDIS_PREFIX: prefix,
+      CATALOG_WATCH: 'false',
+      LOG_LEVEL: 'error',
+      ...env,
+    },
+    stdio: 'ignore',
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await waitFor(
+    async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.status === 200,
+    20_000,
+    100,
+  );
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      await exited;
+    },
   };
 }
 
