@@ -72,7 +72,7 @@ export class Campaign {
   ) {
     this.ledger = new SessionLedger(
       () => platform.sessions.port,
-      platform.context.orgKey,
+      platform.context.sessionsOrgKey,
       platform.context.tenantSessionsKey,
     );
     this.billing = new BillingLedger(() => platform.gateway.port, platform.context.adminToken, platform.context.orgId);
@@ -84,6 +84,8 @@ export class Campaign {
     const sessionId = c.service === 'sessions' ? await this.ledger.sessionFor(c.pick) : this.platform.context.sessionId;
     const hostileModel = hostileModelId(HOSTILE_BEHAVIOURS[c.pick % HOSTILE_BEHAVIOURS.length] as HostileBehaviour);
     const ctx = { ...this.platform.context, port: service.port, sessionId, hostileModel };
+    // The session cases act as an organization of their own, whose turns bill it (see SendContext).
+    if (c.service === 'sessions') ctx.orgKey = ctx.sessionsOrgKey;
     const outcome = await sendRaw(ctx.host, service.port, encodeCase(c, ctx), this.limits.caseTimeoutMs);
     this.ledger.record(c, fill(c.target, ctx), outcome, origin, ctx);
     this.billing.record(c, outcome);

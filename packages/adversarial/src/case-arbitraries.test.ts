@@ -9,6 +9,7 @@ const ctx: SendContext = {
   host: '127.0.0.1',
   port: 1,
   orgKey: 'KEY',
+  sessionsOrgKey: 'SESSIONS-KEY',
   adminToken: 'ADMIN',
   consoleCookie: 'SESSION.SIG',
   csrfToken: 'CSRF',
@@ -132,6 +133,23 @@ describe('caseArbitrary', () => {
       expect(Buffer.concat(encodeCase(c, ctx).parts).toString('latin1')).toMatch(/\nAuthorization: Bearer TENANT\r?\n/);
       const ownCredentials = c.headers.filter(([name]) => name === 'Authorization').length > 1;
       // Otherwise it may still be a refusal for what its body holds.
+      const newPath = c.mutations.some((m) => m.startsWith('path segment'));
+      if (!ownCredentials && !newPath && c.method !== 'OPTIONS') expect(c.mustRefuse).toBe(true);
+    }
+  });
+
+  it('requires a refusal of an inference call whose organization key names another organization to bill', () => {
+    const cases = fc.sample(caseArbitrary('gateway'), { seed: 5, numRuns: 8000 });
+    const inference = cases.filter(
+      (c) =>
+        c.mutations.some((m) => m.includes('x-tollway-organization naming another')) && c.target.startsWith('/v1/'),
+    );
+    expect(inference.length).toBeGreaterThan(5);
+    for (const c of inference) {
+      expect(Buffer.concat(encodeCase(c, ctx).parts).toString('latin1')).toMatch(
+        /\nX-Tollway-Organization: (org, )?victim\r?\n/,
+      );
+      const ownCredentials = c.headers.filter(([name]) => name === 'Authorization').length > 1;
       const newPath = c.mutations.some((m) => m.startsWith('path segment'));
       if (!ownCredentials && !newPath && c.method !== 'OPTIONS') expect(c.mustRefuse).toBe(true);
     }

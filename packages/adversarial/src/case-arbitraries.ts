@@ -79,6 +79,8 @@ const framing: fc.Arbitrary<Mutation> = fc
 /** Labels of the header mutations that must cost a cookie-borne write its CSRF check. */
 const CSRF_BROKEN = 'CSRF token broken';
 const CROSS_SITE = 'a cross-site Origin';
+/** Label of the header mutations by which an organization key asks to be billed as another. */
+const ANOTHER_ORGANIZATION_NAMED = 'x-tollway-organization naming another organization';
 
 const header: fc.Arbitrary<Mutation> = fc
   .constantFrom<[string, string | Uint8Array, string]>(
@@ -133,6 +135,12 @@ const header: fc.Arbitrary<Mutation> = fc
     ['Cookie', 'tollway_console=%E0%A4%A; a=%ZZ', 'cookies of broken percent-encoding'],
     ['Cookie', Array.from({ length: 500 }, (_, i) => `c${i}=${i}`).join('; '), '500 cookies'],
     ['Cookie', '__proto__=1; constructor=2; tollway_console=', 'cookies named __proto__ and constructor'],
+    // Only a service key may act for another organization: from the fuzz organization's key, 401.
+    ['X-Tollway-Organization', '{victimOrgId}', ANOTHER_ORGANIZATION_NAMED],
+    ['X-Tollway-Organization', '{orgId}, {victimOrgId}', `${ANOTHER_ORGANIZATION_NAMED} (and its own)`],
+    ['X-Tollway-Organization', '{orgId}', 'x-tollway-organization naming its own organization'],
+    ['X-Tollway-Organization', 'o'.repeat(5000), 'x-tollway-organization of 5000 chars'],
+    ['X-Tollway-Organization', new Uint8Array([0x6f, 0xff, 0xfe]), 'x-tollway-organization of raw bytes'],
     ['Accept', 'text/event-stream', 'accept SSE'],
     ['Accept-Encoding', 'gzip, br, zstd', 'accept-encoding'],
     ['X-Big', 'b'.repeat(20_000), 'header of 20 KB'],
@@ -378,6 +386,25 @@ function crossTenant(
   return template.credential === 'tenant' && method !== 'OPTIONS' && !credentialsOrPathChanged(labels, extraHeaders);
 }
 
+/**
+ * An inference call with the fuzz organization's key that names another organization in
+ * `x-tollway-organization` (a `borrowed` template, or a header mutation of an `org` one): only a
+ * service key may act for another, so any 2xx is a finding.
+ */
+function borrowsOrganization(
+  template: EndpointTemplate,
+  method: string,
+  labels: readonly string[],
+  extraHeaders: ReadonlyArray<[string, string | Uint8Array]>,
+): boolean {
+  const named =
+    template.credential === 'borrowed' ||
+    (template.credential === 'org' && labels.some((label) => label.includes(ANOTHER_ORGANIZATION_NAMED)));
+  return (
+    template.service === 'gateway' && named && method !== 'OPTIONS' && !credentialsOrPathChanged(labels, extraHeaders)
+  );
+}
+
 function build(template: EndpointTemplate, newSessionId: string, pick: number, mutations: Mutation[]): FuzzCase {
   let body = template.body === null ? null : clone(template.body);
   let rawBody: Uint8Array | null = null;
@@ -460,6 +487,8 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
 
   const headers: Array<[string, string | Uint8Array]> = [];
   if (template.credential === 'org') headers.push(['Authorization', 'Bearer {orgKey}']);
+  if (template.credential === 'borrowed')
+    headers.push(['Authorization', 'Bearer {orgKey}'], ['X-Tollway-Organization', '{victimOrgId}']);
   if (template.credential === 'admin') headers.push(['Authorization', 'Bearer {adminToken}']);
   // The other organization's admin key on the gateway; on the session service, which refuses
   // admin keys outright, its standard key (so a refusal there is about the session's owner).
@@ -487,7 +516,8 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
         (rawBody === null && body !== null && (holdsInvalidJson(body) || badWebhookToken(body))) ||
         breaksContract(template.service, method, segments, finalBody))) ||
     forgedConsoleWrite(template, method, labels, extraHeaders) ||
-    crossTenant(template, method, labels, extraHeaders);
+    crossTenant(template, method, labels, extraHeaders) ||
+    borrowsOrganization(template, method, labels, extraHeaders);
   return printable({
     service: template.service,
     endpoint: template.name,

@@ -22,9 +22,11 @@ export interface EndpointTemplate {
    * `console`: the operator's console session (cookie and CSRF token), signed in at the start;
    * `tenant`: another organization's admin key, on what only the operator or the victim's own
    * admins may reach, or its standard key on the fuzz organization's sessions (the session service
-   * refuses admin keys outright), so every such request must be refused.
+   * refuses admin keys outright), so every such request must be refused;
+   * `borrowed`: the fuzz organization's key naming the victim organization in
+   * `x-tollway-organization`, to be billed as it: only a service key may, so it must be refused.
    */
-  credential: 'org' | 'admin' | 'console' | 'tenant' | 'none';
+  credential: 'org' | 'admin' | 'console' | 'tenant' | 'borrowed' | 'none';
   body: JsonNode | null;
 }
 
@@ -262,6 +264,28 @@ export function gatewayEndpoints(): EndpointTemplate[] {
       t('gateway', 'POST', `${admin}/{victimOrgId}/keys`, 'tenant', { name: 'planted', role: 'admin' }),
       t('gateway', 'DELETE', `${admin}/{victimOrgId}/keys/{victimKeyId}`, 'tenant'),
     ].map((template) => ({ ...template, name: `${template.name} (another organization's admin)` })),
+    // The fuzz organization's key asking to act for (and bill) the victim organization.
+    ...[
+      t('gateway', 'GET', '/v1/models', 'borrowed'),
+      t(
+        'gateway',
+        'POST',
+        '/v1/chat/completions',
+        'borrowed',
+        fullChatBody(false),
+        null,
+        'POST /v1/chat/completions (JSON)',
+      ),
+      t(
+        'gateway',
+        'POST',
+        '/v1/chat/completions',
+        'borrowed',
+        fullChatBody(true),
+        null,
+        'POST /v1/chat/completions (stream)',
+      ),
+    ].map((template) => ({ ...template, name: `${template.name} (another organization named)` })),
   ];
 }
 

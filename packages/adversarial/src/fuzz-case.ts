@@ -65,7 +65,17 @@ export interface FuzzCase {
 export interface SendContext extends RefValues {
   host: string;
   port: number;
+  /**
+   * The fuzz organization's key. On the session service `{orgKey}` is filled with
+   * `sessionsOrgKey` instead (see Campaign.run).
+   */
   orgKey: string;
+  /**
+   * A key of the organization the session cases act as: its agent turns are billed to it (the
+   * worker's service key names the session's organization), not to the fuzz organization, whose
+   * usage the billing ledger checks against the gateway cases alone.
+   */
+  sessionsOrgKey: string;
   adminToken: string;
   /** The value of the operator's console session cookie, signed in when the platform started. */
   consoleCookie: string;

@@ -131,8 +131,9 @@ export interface PlatformOptions {
  * Both built services on free ports over one Redis prefix: the gateway (shipped catalog of
  * simulated engines, admin API on), the session API with an embedded worker calling that gateway,
  * an organization with an API key made through the admin API, a second ("victim") organization
- * that the admin mutations may rename, drain or delete, a third whose key the session service's
- * agents call the gateway with, and a local webhook sink.
+ * that the admin mutations may rename, drain or delete, a third as which the session cases act
+ * (their agent turns bill it: the session worker calls the gateway with a service key), a fourth
+ * ("tenant") whose keys must reach nothing of the others', and a local webhook sink.
  */
 export class Platform {
   readonly prefix: string;
@@ -158,6 +159,8 @@ export class Platform {
   async start(): Promise<void> {
     const redisUrl = this.options.redisUrl ?? 'redis://127.0.0.1:6379';
     const adminToken = `adm-${randomBytes(16).toString('hex')}`;
+    // The session worker's key: it acts for the organization that owns each turn's session.
+    const serviceKey = `svc-${randomBytes(24).toString('hex')}`;
     this.sink = createServer((req, res) => {
       req.resume();
       req.on('end', () => {
@@ -193,6 +196,7 @@ export class Platform {
         GATEWAY_PORT: String(gatewayPort),
         GATEWAY_HOST: HOST,
         ADMIN_TOKEN: adminToken,
+        SERVICE_API_KEYS: serviceKey,
         CATALOG_PATH: catalogPath,
         CATALOG_WATCH: 'false',
         // Limits low enough that each hostile engine behaviour ends within a case's timeout.
@@ -209,8 +213,9 @@ export class Platform {
     this.adminToken = adminToken;
     const org = await this.createOrg('adversarial');
     const victim = await this.createOrg('adversarial victim');
-    // The agents' model calls bill an organization of their own: the fuzz organization's usage is
-    // then the fuzz cases' alone, which the billing ledger checks.
+    // The session cases act as an organization of their own, which their agent turns bill (the
+    // worker's service key names each session's organization): the fuzz organization's usage is
+    // then the gateway cases' alone, which the billing ledger checks.
     const agents = await this.createOrg('adversarial agents');
     const tenant = await this.createOrg('adversarial tenant', 'admin');
     await this.checkReachesOwnOrg(tenant);
@@ -229,7 +234,7 @@ export class Platform {
         MAX_SESSIONS: '1000000',
         WORKER_CONCURRENCY: '2',
         GATEWAY_BASE_URL: `http://${HOST}:${gatewayPort}/v1`,
-        GATEWAY_API_KEY: agents.key,
+        GATEWAY_API_KEY: serviceKey,
         AGENT_MAX_MODEL_TRIES: '1',
         // The sink is on loopback, which the address policy refuses unless allowed: allowed, so
         // deliveries really run and a hostile token or URL reaches the code that sends it.
@@ -248,6 +253,7 @@ export class Platform {
       host: HOST,
       port: 0,
       orgKey: org.key,
+      sessionsOrgKey: agents.key,
       adminToken,
       consoleCookie: signedIn.cookie,
       csrfToken: signedIn.csrfToken,

@@ -79,7 +79,8 @@ describe('adversarial requests against the built gateway and session service', (
     const chatBody = (stream: boolean) =>
       JSON.stringify({ model: 'tollway/sim-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3, stream });
     const goods = (service: ServiceName): Good[] => {
-      const key = platform!.context.orgKey;
+      // The session cases act as an organization of their own (SendContext.sessionsOrgKey).
+      const key = service === 'gateway' ? platform!.context.orgKey : platform!.context.sessionsOrgKey;
       return service === 'gateway'
         ? [
             { head: request('GET', '/v1/models', key), bills: false },
@@ -101,7 +102,7 @@ describe('adversarial requests against the built gateway and session service', (
       // A body that breaks the chunked framing, sent where the route reads the body before answering.
       [
         `POST ${service === 'gateway' ? '/v1/chat/completions' : '/sessions'} HTTP/1.1\r\nHost: x\r\n` +
-          `Authorization: Bearer ${platform!.context.orgKey}\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n{}\r\n0\r\n\r\n`,
+          `Authorization: Bearer ${service === 'gateway' ? platform!.context.orgKey : platform!.context.sessionsOrgKey}\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n{}\r\n0\r\n\r\n`,
         400,
       ],
     ];
