@@ -9,6 +9,8 @@
 // Usage: pnpm build && node bench/tail-causes.mjs [--seconds 5] [--rounds 2] [--tsx]
 //        [--sse]            streams of 16 chunks instead of JSON
 //        [--connections N]  wrk connections (default 1)
+//        [--per-event]      with --sse: the engine writes every event on its own (--flush-each-event),
+//                           as per-token engines do (the table's per-event engine)
 //        [--cpu-prof DIR]   instead of the probe: the gateway's CPU profile (written under DIR), self
 //                           time per function, top 25 (the probe's own cost would show in it)
 import { randomUUID } from 'node:crypto';
@@ -23,8 +25,12 @@ import { oneConnectionLatencies } from './lib/one-connection.mjs';
 import { benchArgs } from './lib/args.mjs';
 
 const args = benchArgs(
-  'node bench/tail-causes.mjs [--seconds 5] [--rounds 2] [--tsx] [--sse] [--connections 1] [--cpu-prof DIR]',
-  { numbers: { seconds: 5, rounds: 2, connections: 1 }, strings: { 'cpu-prof': null }, flags: ['tsx', 'sse'] },
+  'node bench/tail-causes.mjs [--seconds 5] [--rounds 2] [--tsx] [--sse] [--per-event] [--connections 1] [--cpu-prof DIR]',
+  {
+    numbers: { seconds: 5, rounds: 2, connections: 1 },
+    strings: { 'cpu-prof': null },
+    flags: ['tsx', 'sse', 'per-event'],
+  },
 );
 const { seconds, rounds, sse, connections } = args;
 const profileDir = args['cpu-prof'];
@@ -46,7 +52,7 @@ let rig;
 try {
   rig = await startChatRig({
     useDist: !args.tsx,
-    simArgs: ['--ignore-eos'],
+    simArgs: ['--ignore-eos', ...(args['per-event'] ? ['--flush-each-event'] : [])],
     modelLines: ['capacity: 100000', 'price_per_million: { input: 1, output: 2 }'],
     gatewayEnv: {
       REDIS_URL: redisUrl,
