@@ -44,6 +44,34 @@ describe('organizations', () => {
     });
     expect((await store.getOrganization('fixed'))?.name).toBe('A');
   });
+
+  it("retires a deleted organization's id: a new organization would inherit what the old one left under it", async () => {
+    await store.createOrganization({ id: 'retired', name: 'Old owner', budgets, credit: 1 });
+    expect(await store.deleteOrganization('retired')).toBe(true);
+    await expect(
+      store.createOrganization({ id: 'retired', name: 'New owner', budgets, credit: 1 }),
+    ).rejects.toMatchObject({ reason: 'id_retired' });
+    await expect(
+      store.createOrganizationOnce({ id: 'retired', name: 'New owner', budgets, credit: 1 }, 'retired-create'),
+    ).rejects.toMatchObject({ reason: 'id_retired' });
+    expect(await store.getOrganization('retired')).toBeNull();
+    expect((await store.listOrganizations()).map((o) => o.id)).not.toContain('retired');
+    // Deleting a missing organization retires nothing: its id is still free.
+    expect(await store.deleteOrganization('never-made')).toBe(false);
+    expect((await store.createOrganization({ id: 'never-made', name: 'First', budgets, credit: 1 })).id).toBe(
+      'never-made',
+    );
+    // Only a caller whose past it is (the quickstart's dev organization) takes the id again.
+    const again = await store.createOrganization(
+      { id: 'retired', name: 'Dev', budgets, credit: 1 },
+      { reuseDeletedId: true },
+    );
+    expect(again.name).toBe('Dev');
+    await store.deleteOrganization('retired');
+    await expect(store.createOrganization({ id: 'retired', name: 'x', budgets, credit: 1 })).rejects.toMatchObject({
+      reason: 'id_retired',
+    });
+  });
 });
 
 describe('keys', () => {
@@ -102,7 +130,8 @@ describe('keys', () => {
       );
       const [keys] = await Promise.all([Promise.all(creates), deletion]);
       for (const key of keys) if (key) handedOut.push(key.key);
-      await store.createOrganization({ id, name: 'Same id, new owner', budgets, credit: 1 });
+      // The id is retired; made again anyway (as the quickstart's dev organization may be).
+      await store.createOrganization({ id, name: 'Same id, new owner', budgets, credit: 1 }, { reuseDeletedId: true });
       expect(await store.listKeys(id)).toEqual([]);
     }
     expect(handedOut.length).toBeGreaterThan(0);
@@ -126,6 +155,16 @@ describe('ensureDevOrganization', () => {
     await expect(ensureDevOrganization({ redis, prefix, key: 'not-a-key' })).rejects.toMatchObject({
       reason: 'invalid_key',
     });
+  });
+
+  it('makes the dev organization again after an operator deleted it (its id is its own)', async () => {
+    const key = `tw-${'b'.repeat(40)}`;
+    await ensureDevOrganization({ redis, prefix, key });
+    await store.deleteOrganization(DEV_ORG_ID);
+    const again = await ensureDevOrganization({ redis, prefix, key });
+    expect(again.orgId).toBe(DEV_ORG_ID);
+    expect(await store.getOrganization(DEV_ORG_ID)).not.toBeNull();
+    expect(await store.listKeys(DEV_ORG_ID)).toHaveLength(1);
   });
 });
 

@@ -41,7 +41,7 @@ export interface AccountStoreOptions {
 export class AccountError extends Error {
   constructor(
     message: string,
-    readonly reason: 'invalid_id' | 'conflict' | 'invalid_key' | 'idempotency_key_reused',
+    readonly reason: 'invalid_id' | 'conflict' | 'id_retired' | 'invalid_key' | 'idempotency_key_reused',
   ) {
     super(message);
     this.name = 'AccountError';
@@ -74,9 +74,12 @@ export class AccountStore {
     this.now = options.now ?? Date.now;
   }
 
-  /** Creates an organization; throws AccountError `conflict` when the id is taken. */
-  async createOrganization(input: NewOrganization): Promise<Organization> {
-    const created = await this.createOrganizationOnce(input, null);
+  /**
+   * Creates an organization; throws AccountError `conflict` when the id is taken, `id_retired`
+   * when it was a deleted organization's (unless `reuseDeletedId`: see createOrganizationOnce).
+   */
+  async createOrganization(input: NewOrganization, options: { reuseDeletedId?: boolean } = {}): Promise<Organization> {
+    const created = await this.createOrganizationOnce(input, null, options);
     return created!.organization;
   }
 
@@ -86,11 +89,15 @@ export class AccountStore {
    * create sent again finds the one it made: within IDEMPOTENCY_RECORD_SECONDS it changes nothing
    * and answers `replayed` with the organization as it is now (null if it was deleted since).
    * Another request under that key throws AccountError `idempotency_key_reused`; an id taken by
-   * an organization made otherwise, `conflict`.
+   * an organization made otherwise, `conflict`. The id of a deleted organization is never given
+   * out again (`id_retired`): a new organization would inherit what the old one left under it
+   * (its sessions on the session service, its usage, turns still queued and billed to the id).
+   * `reuseDeletedId` lifts that for an organization whose past is its own (the quickstart's `dev`).
    */
   async createOrganizationOnce(
     input: NewOrganization,
     idempotencyKey: string | null,
+    options: { reuseDeletedId?: boolean } = {},
   ): Promise<{ organization: Organization; replayed: boolean } | null> {
     const id =
       input.id ??
@@ -101,7 +108,7 @@ export class AccountStore {
     if (!ORG_ID_PATTERN.test(id)) throw new AccountError(`Organization id "${id}" is not valid.`, 'invalid_id');
     const created = Math.floor(this.now() / 1000);
     const { budgets } = input;
-    const keys = [this.keys.org(id)];
+    const keys = [this.keys.org(id), this.keys.tombstone(id)];
     const args: Array<string | number> = [
       input.name,
       created,
@@ -109,6 +116,7 @@ export class AccountStore {
       budgets.input_tokens,
       budgets.output_tokens,
       input.credit,
+      options.reuseDeletedId ? '1' : '',
     ];
     if (idempotencyKey !== null) {
       // The key's record lives with the organization it made; this global claim ties the key to
@@ -128,6 +136,12 @@ export class AccountStore {
     const outcome = await createOrgScript.run(this.redis, keys, args);
     if (outcome === 3) throw idempotencyKeyReused();
     if (outcome === 0) throw new AccountError(`Organization "${id}" already exists.`, 'conflict');
+    if (outcome === 4) {
+      throw new AccountError(
+        `Organization id "${id}" belonged to a deleted organization and is not given out again.`,
+        'id_retired',
+      );
+    }
     if (outcome === 2) {
       const organization = await this.getOrganization(id);
       return organization && { organization, replayed: true };
@@ -204,8 +218,14 @@ export class AccountStore {
     if (!ORG_ID_PATTERN.test(orgId)) return false;
     const [existed, keyIds] = (await deleteOrgScript.run(
       this.redis,
-      [this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.buckets(orgId), this.keys.slices(orgId)],
-      [],
+      [
+        this.keys.org(orgId),
+        this.keys.orgKeys(orgId),
+        this.keys.buckets(orgId),
+        this.keys.slices(orgId),
+        this.keys.tombstone(orgId),
+      ],
+      [Math.floor(this.now() / 1000)],
     )) as [number, string[]];
     for (const keyId of keyIds) await this.revokeKey(keyId);
     const multi = this.redis.multi().del(this.keys.orgKeys(orgId));

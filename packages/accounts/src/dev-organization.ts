@@ -29,12 +29,11 @@ export async function ensureDevOrganization(
   const store = new AccountStore({ redis: options.redis, prefix: options.prefix });
   if (!(await store.getOrganization(DEV_ORG_ID))) {
     try {
-      await store.createOrganization({
-        id: DEV_ORG_ID,
-        name: 'Development',
-        budgets: DEV_BUDGETS,
-        credit: DEV_CREDIT_USD,
-      });
+      // Made again after an operator deleted it: what the old one left is the same developer's.
+      await store.createOrganization(
+        { id: DEV_ORG_ID, name: 'Development', budgets: DEV_BUDGETS, credit: DEV_CREDIT_USD },
+        { reuseDeletedId: true },
+      );
     } catch (err) {
       // Another replica created it first: that is the outcome we wanted.
       if (!(await store.getOrganization(DEV_ORG_ID))) throw err;

@@ -9,6 +9,11 @@ export interface AccountKeys {
   org(orgId: string): string;
   /** Set of the organization's key ids (revoked ones included). */
   orgKeys(orgId: string): string;
+  /**
+   * String, kept for good once the organization is deleted (when, unix seconds): its id is retired,
+   * never given to a new organization, which would otherwise inherit what was left under it.
+   */
+  tombstone(orgId: string): string;
   /** Hash: id, org_id, name, role, last4, created, last_used, revoked_at. */
   key(orgId: string, keyId: string): string;
   /** Hash of the three token buckets: `<kind>` = balance, `<kind>:ts` = last refill (ms). */
@@ -53,6 +58,7 @@ export function accountKeys(prefix: string): AccountKeys {
   return {
     org: (orgId) => `${tag(orgId)}:org`,
     orgKeys: (orgId) => `${tag(orgId)}:keys`,
+    tombstone: (orgId) => `${tag(orgId)}:deleted`,
     key: (orgId, keyId) => `${tag(orgId)}:key:${keyId}`,
     buckets: (orgId) => `${tag(orgId)}:buckets`,
     slices: (orgId) => `${tag(orgId)}:slices`,

@@ -18,7 +18,7 @@ import { IDEMPOTENCY_RECORD_LUA } from './idempotency-record.lua';
  */
 export const UPDATE_ORG_LUA = `${IDEMPOTENCY_RECORD_LUA}
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local before = made_before(ARGV[6])
+local before = made_before(KEYS[2], ARGV[6])
 if before then return before end
 if KEYS[2] then redis.call('SET', KEYS[2], ARGV[6], 'EX', ARGV[7]) end
 if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'name', ARGV[1]) end

@@ -143,6 +143,20 @@ describe('organizations', () => {
     expect(again.status).toBe(409);
     expect(again.body.error.code).toBe('organization_exists');
   });
+
+  it("refuses a deleted organization's id with 409 organization_id_retired: ids are not given out again", async () => {
+    const body = { id: `gone-${randomUUID()}`, name: 'A', budgets: { requests: 1, input_tokens: 1, output_tokens: 1 } };
+    expect((await request(app).post('/admin/v1/organizations').set(auth).send(body)).status).toBe(201);
+    expect((await request(app).delete(`/admin/v1/organizations/${body.id}`).set(auth)).status).toBe(200);
+    const again = await request(app)
+      .post('/admin/v1/organizations')
+      .set(auth)
+      .send({ ...body, name: 'B' });
+    expect(again.status).toBe(409);
+    expect(again.body.error).toMatchObject({ code: 'organization_id_retired', param: 'id' });
+    expect(again.body.error.message).toContain(body.id);
+    expect((await request(app).get(`/admin/v1/organizations/${body.id}`).set(auth)).status).toBe(404);
+  });
 });
 
 describe('credit top-ups with Idempotency-Key', () => {

@@ -119,7 +119,9 @@ export function adminOpenApi(): InferenceOpenApiOptions {
           '400': INVALID,
           '403': OPERATOR_ONLY,
           '404': error('Replayed, but the organization the key created was deleted since (`organization_not_found`).'),
-          '409': error('The id is taken (`organization_exists`).'),
+          '409': error(
+            "The id is taken (`organization_exists`), or was a deleted organization's (`organization_id_retired`: ids are not given out again).",
+          ),
           '422': REUSED_KEY,
         },
       }),

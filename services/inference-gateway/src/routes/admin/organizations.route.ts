@@ -15,6 +15,7 @@ import {
   invalidAdminRequest,
   invalidIdempotencyKey,
   organizationExists,
+  organizationIdRetired,
   organizationNotFound,
 } from './admin-errors';
 import { organizationView } from './admin-views';
@@ -49,6 +50,7 @@ export function organizationsRoutes(store: AccountStore): Router {
       created = await store.createOrganizationOnce(body.data, idempotencyKey);
     } catch (err) {
       if (err instanceof AccountError && err.reason === 'conflict') throw organizationExists(body.data.id ?? '');
+      if (err instanceof AccountError && err.reason === 'id_retired') throw organizationIdRetired(body.data.id);
       if (err instanceof AccountError && err.reason === 'idempotency_key_reused') throw idempotencyKeyReused();
       throw err;
     }
