@@ -31,6 +31,14 @@ export function cannotActForOrganization(organization: string | undefined): Serv
   return new ServiceError({ status: 401, message: named });
 }
 
+/** 401 for a service key acting for an organization that does not exist (or no longer does). */
+export function unknownOrganization(orgId: string): ServiceError {
+  return new ServiceError({
+    status: 401,
+    message: `Invalid API key for organization '${orgId}': there is no such organization.`,
+  });
+}
+
 /**
  * 503 `service_unavailable`: Redis (organizations, keys, usage) did not answer in time or cannot
  * be reached; the admin API and the console answer this instead of a 500. Retry in a second: a

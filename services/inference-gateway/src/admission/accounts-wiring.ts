@@ -81,7 +81,8 @@ export async function wireAccounts(
   const unmetered = new UnmeteredAdmission();
   const authenticator: Authenticator = {
     async authenticate(token, organization) {
-      const tokenIsOrgShaped = isWellFormedApiKey(token);
+      // Read only where static or service keys are configured (it decides whether to digest the token).
+      const tokenIsOrgShaped = serviceKeys || configKeys ? isWellFormedApiKey(token) : true;
       const service =
         serviceKeys && (serviceKeys.orgShaped || !tokenIsOrgShaped) ? await serviceKeys.keys.authenticate(token) : null;
       if (service) {
@@ -90,7 +91,7 @@ export async function wireAccounts(
         if (organization === undefined || !OrganizationId.safeParse(organization).success) {
           throw cannotActForOrganization(organization);
         }
-        return { orgId: organization, keyId: service.keyId };
+        return { orgId: organization, keyId: service.keyId, actingFor: true };
       }
       const fixed =
         configKeys && (configKeysLookLikeOrgKeys || !tokenIsOrgShaped) ? await configKeys.authenticate(token) : null;

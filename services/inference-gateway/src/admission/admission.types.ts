@@ -11,6 +11,8 @@ import type { Usage } from '@tollway/contracts';
 export interface Principal {
   orgId: string;
   keyId: string;
+  /** True for a service key acting for `orgId` (named in `x-tollway-organization`), not its own key. */
+  actingFor?: true;
 }
 
 /**

@@ -5,7 +5,7 @@ import { BUDGET_KINDS, formatRateLimitDuration, RATE_LIMIT_HEADERS } from '@toll
 import { ServiceError, type Logger } from '@tollway/service-kit';
 import type { Admission, AdmissionRequest, AdmissionStats, AdmissionTicket, SettledUsage } from './admission.types';
 import { admissionUnavailable, insufficientQuota, providerOverloaded, rateLimitExceeded } from './admission-errors';
-import { invalidApiKey } from '../errors';
+import { invalidApiKey, unknownOrganization } from '../errors';
 import { LeaseRenewer } from './lease-renewer';
 import { AdmitBatcher, AdmitTimeoutError, type LateAnswer, type LeadingCall } from './admit-batcher';
 import { SettlementBatcher } from './settlement-batcher';
@@ -377,8 +377,9 @@ export class RedisAdmission implements Admission {
       case 3:
         return providerOverloaded(request.modelId, this.capacityRetryAfterMs);
       default:
-        // The key outlived its organization by a cache TTL at most: the same answer as a revoked key.
-        return invalidApiKey();
+        // A service key named an organization that does not exist; any other key outlived its
+        // organization by a cache TTL at most: the same answer as a revoked key.
+        return request.principal.actingFor ? unknownOrganization(request.principal.orgId) : invalidApiKey();
     }
   }
 

@@ -151,10 +151,12 @@ describe('refused with 401', () => {
   });
 
   it('a service key naming an organization that does not exist (or no longer does)', async () => {
-    await expect401(await chat(SERVICE_KEY, 'org_nobody'), /API key/);
+    await expect401(await chat(SERVICE_KEY, 'org_nobody'), /organization 'org_nobody': there is no such organization/);
     const gone = await organization();
     await store.deleteOrganization(gone.orgId);
-    await expect401(await chat(SERVICE_KEY, gone.orgId), /API key/);
+    await expect401(await chat(SERVICE_KEY, gone.orgId), /no such organization/);
+    // An organization key that outlived its organization is an invalid key, as a revoked one.
+    await expect401(await chat(gone.key), /^Invalid API key provided/);
   });
 
   it('an organization key naming another organization: nothing is billed to either', async () => {
