@@ -7,9 +7,12 @@ import { fileURLToPath } from 'node:url';
 
 const GATEWAY_MANIFEST = join(dirname(fileURLToPath(import.meta.url)), '../services/inference-gateway/package.json');
 
-/** `{ script, flags }`: the gateway's start script and its node flags; throws if it is not `node <flags> dist/main.js`. */
-export function gatewayStartFlags() {
-  const script = JSON.parse(readFileSync(GATEWAY_MANIFEST, 'utf8')).scripts.start;
+/**
+ * `{ script, flags }`: the gateway's start script and its node flags; throws if it is not
+ * `node <flags> dist/main.js`. `manifest` is its package.json (another checkout's, for a comparison).
+ */
+export function gatewayStartFlags(manifest = GATEWAY_MANIFEST) {
+  const script = JSON.parse(readFileSync(manifest, 'utf8')).scripts.start;
   const match = /^node((?: --?[\w-]+(?:=\S+)?)*) dist\/main\.js$/.exec(script);
   if (!match) throw new Error(`cannot read the node flags of the gateway's start script: ${script}`);
   return { script, flags: match[1].trim().split(' ').filter(Boolean) };

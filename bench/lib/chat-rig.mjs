@@ -62,17 +62,11 @@ export async function startChatRig({
     sim = await startInstantEngine({ useDist, simArgs });
     const catalog = join(work, 'catalog.yaml');
     writeBenchCatalog(catalog, sim.port, { modelLines, extraCatalogLines });
-    gateway = await startService(entry('src/main.ts', 'dist/main.js'), {
-      execArgv: gatewayNodeFlags,
+    gateway = await startBenchGateway(entry('src/main.ts', 'dist/main.js'), {
       cwd: gatewayDir,
-      env: {
-        GATEWAY_PORT: '0',
-        GATEWAY_HOST: '127.0.0.1',
-        CATALOG_PATH: catalog,
-        CATALOG_WATCH: 'false',
-        LOG_LEVEL: 'info',
-        ...gatewayEnv,
-      },
+      catalog,
+      env: gatewayEnv,
+      flags: gatewayNodeFlags,
     });
   } catch (err) {
     await stop();
@@ -85,6 +79,25 @@ export async function startChatRig({
     gatewayUrl: `http://127.0.0.1:${gateway.port}/v1/chat/completions`,
     stop,
   };
+}
+
+/**
+ * Starts a gateway entry point `file` (its package directory `cwd`) on a free port of 127.0.0.1,
+ * serving `catalog` (not watched), with `env` on top and node `flags`. Resolves the service.
+ */
+export function startBenchGateway(file, { cwd, catalog, env = {}, flags = [] }) {
+  return startService(file, {
+    execArgv: flags,
+    cwd,
+    env: {
+      GATEWAY_PORT: '0',
+      GATEWAY_HOST: '127.0.0.1',
+      CATALOG_PATH: catalog,
+      CATALOG_WATCH: 'false',
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+  });
 }
 
 /**
