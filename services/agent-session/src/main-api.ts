@@ -1,4 +1,4 @@
-import { createKeyAuthenticator } from '@tollway/accounts';
+import { createAccountStore, createKeyAuthenticator } from '@tollway/accounts';
 import {
   AccessLog,
   closeServer,
@@ -14,6 +14,7 @@ import { loadApiConfig } from './config';
 import { SessionEventHub } from './store/session-event-hub';
 import { SessionStore } from './store/session-store';
 import { startSessionSweeper } from './store/session-sweeper';
+import { startOrganizationPurge } from './store/organization-purge';
 import { TurnQueueProducer } from './store/turn-queue';
 import { startTurnReaper } from './worker/start-reaper';
 import { startWorker } from './worker/start-worker';
@@ -21,6 +22,12 @@ import { readWorkerStats } from './worker/worker-registry';
 import { loadWorkerConfig } from './worker-config';
 import { countScriptCalls, registerApiMetrics, WorkerMetrics } from './observability/session-metrics';
 import { createMetricsRegistry, startMetricsServer, startTracing, tracingConfigured } from '@tollway/telemetry';
+
+/**
+ * How often every organization holding sessions is checked for deletion (a deletion's message,
+ * which purges at once, may be lost while the subscriber reconnects): five minutes.
+ */
+const DELETED_ORGANIZATIONS_RECONCILE_MS = 5 * 60_000;
 
 /** Pending connections the kernel may queue (capped by net.core.somaxconn); Node's default is 511. */
 const LISTEN_BACKLOG = 4096;
@@ -31,7 +38,8 @@ async function main(): Promise<void> {
   const logger = createLogger({ service: 'agent-session-api', level: config.logLevel });
   logUnhandledRejections(logger);
   const redis = createRedis(config.redisUrl, { name: 'agent-session:api', failFast: true });
-  // One subscriber connection per process serves every long-poll and the key-revocation channel.
+  // One subscriber connection per process serves every long-poll, the key-revocation channel and
+  // the organization-change channel (the purge of deleted organizations' sessions).
   const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
   const queueConnection = createRedis(config.redisUrl, { name: 'agent-session:queue', failFast: true });
 
@@ -46,6 +54,17 @@ async function main(): Promise<void> {
   const turnQueue = new TurnQueueProducer(queueConnection, config.redisPrefix);
   const sweeper =
     config.ttlSeconds > 0 ? startSessionSweeper(store, config.ttlSeconds * 1000, config.sweepIntervalMs, logger) : null;
+  // Sessions belong to organizations only with auth; a deleted organization's go with it.
+  const purge = authenticator
+    ? await startOrganizationPurge({
+        store,
+        accounts: createAccountStore({ redis, prefix: config.redisPrefix }),
+        subscriber,
+        prefix: config.redisPrefix,
+        reconcileIntervalMs: DELETED_ORGANIZATIONS_RECONCILE_MS,
+        logger,
+      })
+    : null;
 
   const registry = config.metricsEnabled ? createMetricsRegistry('agent-session-api') : null;
   if (registry) {
@@ -127,6 +146,7 @@ async function main(): Promise<void> {
     { name: 'embedded worker', run: () => worker?.close() },
     { name: 'reaper', run: () => reaper?.stop() },
     { name: 'sweeper', run: () => sweeper?.stop() },
+    { name: 'organization purge', run: () => purge?.stop() },
     { name: 'queue', run: () => turnQueue.close() },
     { name: 'auth', run: () => authenticator?.close() },
     { name: 'redis', run: () => Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit()]) },

@@ -252,6 +252,41 @@ export class SessionStore {
   }
 
   /**
+   * Deletes every session of `org` (a deleted organization's), as DELETE does each: a running turn
+   * is cancelled. Index entries left without a session are dropped. Returns how many were deleted.
+   */
+  async deleteOrganizationSessions(org: string): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const ids = await this.redis.zrange(this.keys.org(org), 0, SWEEP_BATCH - 1);
+      if (ids.length === 0) return removed;
+      const stale: string[] = [];
+      for (const id of ids) {
+        if ((await this.runDelete(id, org, 'delete', 0)) === 'deleted') removed++;
+        else stale.push(id);
+      }
+      if (stale.length > 0) await this.redis.zrem(this.keys.org(org), ...stale);
+    }
+  }
+
+  /**
+   * The organizations that hold sessions, as their index keys name them (SCAN: a pass over the
+   * keyspace in steps, never blocking Redis).
+   */
+  async organizationsWithSessions(): Promise<string[]> {
+    const marker = this.keys.org('');
+    const pattern = `${marker.replace(/[*?[\]\\]/g, '\\$&')}*`;
+    const orgs = new Set<string>();
+    let cursor = '0';
+    do {
+      const [next, names] = await this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      for (const name of names) if (name.length > marker.length) orgs.add(name.slice(marker.length));
+      cursor = next;
+    } while (cursor !== '0');
+    return [...orgs];
+  }
+
+  /**
    * Removes idle and errored sessions whose last activity is `ttlMs` or more ago; running ones
    * are never touched. Safe to run on several replicas at once. Returns how many were removed.
    */
