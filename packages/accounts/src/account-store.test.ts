@@ -70,7 +70,28 @@ describe('organizations', () => {
     await store.deleteOrganization('retired');
     await expect(store.createOrganization({ id: 'retired', name: 'x', budgets, credit: 1 })).rejects.toMatchObject({
       reason: 'id_retired',
+      orgId: 'retired',
     });
+    // A refused create leaves nothing in the index, which every listing reads.
+    expect(await redis.sismember(`${prefix}orgs`, 'retired')).toBe(0);
+  });
+
+  it('a delete of a missing organization never hides one created under that id at the same time', async () => {
+    // Found by a black-box check: the delete that found nothing still took the id out of the
+    // index, between the create's listing and its making, so no listing showed the new organization.
+    const made: string[] = [];
+    await Promise.all(
+      Array.from({ length: 60 }, async (_, i) => {
+        const id = `racing-${i}`;
+        const [created] = await Promise.all([
+          store.createOrganization({ id, name: 'Racing', budgets, credit: 1 }).catch(() => null),
+          new Promise((resolve) => setTimeout(resolve, i % 3)).then(() => store.deleteOrganization(id)),
+        ]);
+        if (created && (await store.getOrganization(id))) made.push(id);
+      }),
+    );
+    const listed = new Set((await store.listOrganizations()).map((o) => o.id));
+    expect(made.filter((id) => !listed.has(id))).toEqual([]);
   });
 });
 

@@ -42,6 +42,8 @@ export class AccountError extends Error {
   constructor(
     message: string,
     readonly reason: 'invalid_id' | 'conflict' | 'id_retired' | 'invalid_key' | 'idempotency_key_reused',
+    /** The organization id it is about (`conflict`, `id_retired`): given, or derived from an idempotency key. */
+    readonly orgId?: string,
   ) {
     super(message);
     this.name = 'AccountError';
@@ -135,15 +137,20 @@ export class AccountStore {
     await this.redis.sadd(this.keys.orgIndex(), id);
     const outcome = await createOrgScript.run(this.redis, keys, args);
     if (outcome === 3) throw idempotencyKeyReused();
-    if (outcome === 0) throw new AccountError(`Organization "${id}" already exists.`, 'conflict');
+    if (outcome === 0) throw new AccountError(`Organization "${id}" already exists.`, 'conflict', id);
     if (outcome === 4) {
+      // A retired id never gets an organization again: its index entry, just added, goes.
+      await this.redis.srem(this.keys.orgIndex(), id);
       throw new AccountError(
         `Organization id "${id}" belonged to a deleted organization and is not given out again.`,
         'id_retired',
+        id,
       );
     }
     if (outcome === 2) {
       const organization = await this.getOrganization(id);
+      // Made before and deleted since: its id is retired, so nothing will take the entry just added.
+      if (!organization) await this.redis.srem(this.keys.orgIndex(), id);
       return organization && { organization, replayed: true };
     }
     return {
@@ -231,11 +238,11 @@ export class AccountStore {
     const multi = this.redis.multi().del(this.keys.orgKeys(orgId));
     for (const keyId of keyIds) multi.del(this.keys.key(orgId, keyId));
     await multi.exec();
-    await this.redis
-      .multi()
-      .srem(this.keys.orgIndex(), orgId)
-      .hdel(this.keys.keyOrgs(), ...(keyIds.length > 0 ? keyIds : ['-']))
-      .exec();
+    // Only an organization that existed leaves the index: a delete that found none must not take
+    // out the entry of a create of that id under way (listed first, made second: see create).
+    const cleanup = this.redis.multi().hdel(this.keys.keyOrgs(), ...(keyIds.length > 0 ? keyIds : ['-']));
+    if (existed === 1) cleanup.srem(this.keys.orgIndex(), orgId);
+    await cleanup.exec();
     await this.redis.publish(this.keys.orgChangeChannel(), orgId);
     return existed === 1;
   }

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import express from 'express';
 import request from 'supertest';
 import { Redis } from 'ioredis';
@@ -156,6 +156,29 @@ describe('organizations', () => {
     expect(again.body.error).toMatchObject({ code: 'organization_id_retired', param: 'id' });
     expect(again.body.error.message).toContain(body.id);
     expect((await request(app).get(`/admin/v1/organizations/${body.id}`).set(auth)).status).toBe(404);
+  });
+
+  it('names the id an Idempotency-Key derives when that id is taken or retired', async () => {
+    const key = `derived-${randomUUID()}`;
+    const derived = `org_${createHash('sha256').update(`org:${key}`).digest('base64url').slice(0, 12).replace(/[-_]/g, 'x')}`;
+    const budgets = { requests: 1, input_tokens: 1, output_tokens: 1 };
+    const made = await request(app).post('/admin/v1/organizations').set(auth).send({ id: derived, name: 'A', budgets });
+    expect(made.status).toBe(201);
+    const taken = await request(app)
+      .post('/admin/v1/organizations')
+      .set(auth)
+      .set('Idempotency-Key', key)
+      .send({ name: 'B', budgets });
+    expect([taken.status, taken.body.error.code]).toEqual([409, 'organization_exists']);
+    expect(taken.body.error.message).toContain(`'${derived}'`);
+    await request(app).delete(`/admin/v1/organizations/${derived}`).set(auth);
+    const retired = await request(app)
+      .post('/admin/v1/organizations')
+      .set(auth)
+      .set('Idempotency-Key', key)
+      .send({ name: 'B', budgets });
+    expect([retired.status, retired.body.error.code]).toEqual([409, 'organization_id_retired']);
+    expect(retired.body.error.message).toContain(`'${derived}'`);
   });
 });
 

@@ -78,13 +78,12 @@ export function organizationExists(orgId: string): ServiceError {
  * 409 `organization_id_retired`: the id was a deleted organization's. Ids are not given out again,
  * so a new organization never inherits what an old one left (sessions, usage, queued turns).
  */
-export function organizationIdRetired(orgId: string | undefined): ServiceError {
-  const id = orgId === undefined ? 'The id this Idempotency-Key names' : `The id '${orgId}'`;
+export function organizationIdRetired(orgId: string): ServiceError {
   return new ServiceError({
     status: 409,
     code: 'organization_id_retired',
     param: 'id',
-    message: `${id} belonged to a deleted organization; ids are not given out again. Choose another.`,
+    message: `The id '${orgId}' belonged to a deleted organization; ids are not given out again. Choose another.`,
   });
 }
 

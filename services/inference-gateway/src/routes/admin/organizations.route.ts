@@ -49,8 +49,9 @@ export function organizationsRoutes(store: AccountStore): Router {
     try {
       created = await store.createOrganizationOnce(body.data, idempotencyKey);
     } catch (err) {
-      if (err instanceof AccountError && err.reason === 'conflict') throw organizationExists(body.data.id ?? '');
-      if (err instanceof AccountError && err.reason === 'id_retired') throw organizationIdRetired(body.data.id);
+      // The id is the request's, or the one its Idempotency-Key names.
+      if (err instanceof AccountError && err.reason === 'conflict') throw organizationExists(err.orgId ?? '');
+      if (err instanceof AccountError && err.reason === 'id_retired') throw organizationIdRetired(err.orgId ?? '');
       if (err instanceof AccountError && err.reason === 'idempotency_key_reused') throw idempotencyKeyReused();
       throw err;
     }
