@@ -7,8 +7,13 @@ export function turnQueuePrefix(redisPrefix: string): string {
   return `${redisPrefix}bull`;
 }
 
-/** Finished jobs kept for inspection; the session store holds the real outcome. */
-const KEEP_FINISHED_JOBS = 100;
+/**
+ * A completed job is removed at once: its turn's outcome is in the session store, and the job
+ * holds the message, its `user_params` and its webhook's URL and bearer token, which must not
+ * outlive the session (a deleted one's, a deleted organization's). A failed job is kept a few
+ * minutes, at most 100: the reaper reads it to send the webhook of a turn its worker could not end.
+ */
+const KEEP_FAILED_JOBS = { age: 600, count: 100 };
 
 /**
  * The producer side of the agent-turn queue. `jobId` = turn id, so a turn is queued at most
@@ -26,8 +31,8 @@ export class TurnQueueProducer {
     await this.queue.add(AGENT_TURN_QUEUE, job, {
       jobId: job.turn_id,
       attempts: 1,
-      removeOnComplete: KEEP_FINISHED_JOBS,
-      removeOnFail: KEEP_FINISHED_JOBS,
+      removeOnComplete: true,
+      removeOnFail: KEEP_FAILED_JOBS,
     });
   }
 

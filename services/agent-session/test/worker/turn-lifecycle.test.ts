@@ -38,6 +38,16 @@ async function newSession(): Promise<string> {
   return (await request(api.app).post('/sessions').send({})).body.session_id as string;
 }
 
+/** Whether any hash of the turn queue (its jobs) holds `text`. */
+async function queueHolds(text: string): Promise<boolean> {
+  const names = await api.redis.keys(`${prefix}bull:*`);
+  for (const name of names) {
+    if ((await api.redis.type(name)) !== 'hash') continue;
+    if (JSON.stringify(await api.redis.hgetall(name)).includes(text)) return true;
+  }
+  return false;
+}
+
 function callbacksFor(sessionId: string) {
   return receiver.received.filter((r) => (r.json as { session_id?: string } | null)?.session_id === sessionId);
 }
@@ -95,6 +105,8 @@ describe('with the echo agent', () => {
     expect(headers['webhook-id']).toMatch(/^msg_/);
     expect(new Webhook(SECRET).verify(callback!.body, headers)).toEqual(callback!.json);
     expect(() => new Webhook(SECRET).verify(callback!.body.replace('hello', 'HELLO'), headers)).toThrow();
+    // The completed job goes with its message and its webhook's token: nothing of them stays in the queue.
+    await waitFor(async () => !(await queueHolds('tok-1')), 3000);
   });
 
   it('gives every delivery its own event id, and no Authorization or messages unless asked', async () => {
