@@ -30,3 +30,17 @@ describe('gateway config: SHUTDOWN_GRACE_MS', () => {
     expect(() => load(value)).toThrow(/SHUTDOWN_GRACE_MS/);
   });
 });
+
+describe('gateway config: ADMIN_TOKEN', () => {
+  const load = (value: string) => loadGatewayConfig({ env: { ADMIN_TOKEN: value }, argv: [] });
+
+  it('takes an operator credential of 16 characters or more; empty is unset (compose passes it so)', () => {
+    expect(load('x'.repeat(16)).adminToken).toBe('x'.repeat(16));
+    expect(load('').adminToken).toBeUndefined();
+  });
+
+  // The admin API has no counter of failed bearers: a short token could be guessed.
+  it.each(['admin', 'x'.repeat(15), 'x'.repeat(1025)])('refuses %j, naming the variable', (value) => {
+    expect(() => load(value)).toThrow(/ADMIN_TOKEN/);
+  });
+});

@@ -73,8 +73,15 @@ export const GatewayConfigSchema = z.object({
       ),
     )
     .default([]),
-  /** Bearer token of the admin API (`/admin/v1`); unset = the admin API is not mounted. */
-  adminToken: z.string().min(1).optional(),
+  /**
+   * Bearer token of the admin API (`/admin/v1`) and the console's operator sign-in; unset = neither
+   * is mounted. 16+ characters: the admin API does not slow guesses down (the console's sign-in does).
+   */
+  adminToken: z
+    .string()
+    .min(16, "must be at least 16 characters: it is the operator's credential")
+    .max(1024)
+    .optional(),
   /** Plaintext key of the quickstart's `dev` organization (`tw-` + 32-128 base64url characters); unset = none. */
   devApiKey: z
     .string()
