@@ -71,20 +71,20 @@ export async function wireAccounts(
     subscriber,
   });
   // Static operator keys from API_KEYS (tests, private deployments) stay usable, unmetered;
-  // every organization key is metered.
-  const configKeys = config.apiKeys.length > 0 ? new ConfigKeyAuthenticator(config.apiKeys) : null;
-  // A token shaped like an organization key cannot be a static key unless some static key has
-  // that shape: then it skips the static keys' digest (one SHA-256 less per request). The choice
-  // depends on the token's shape and the configuration only, never on how close a guess was.
-  const configKeysLookLikeOrgKeys = config.apiKeys.some((key) => isWellFormedApiKey(key));
-  const serviceKeys = serviceKeyAuthenticator(config);
+  // every organization key is metered. Service keys act for the organization a request names.
+  const configKeys = staticKeys(config.apiKeys, 'config');
+  const serviceKeys = staticKeys(config.serviceApiKeys, 'service');
+  if (config.serviceApiKeys.some((key) => config.apiKeys.includes(key) || key === config.devApiKey)) {
+    // One key would be two things at once.
+    throw new Error('SERVICE_API_KEYS: a service key is also in API_KEYS or is DEV_API_KEY');
+  }
   const unmetered = new UnmeteredAdmission();
   const authenticator: Authenticator = {
     async authenticate(token, organization) {
       // Read only where static or service keys are configured (it decides whether to digest the token).
       const tokenIsOrgShaped = serviceKeys || configKeys ? isWellFormedApiKey(token) : true;
-      const service =
-        serviceKeys && (serviceKeys.orgShaped || !tokenIsOrgShaped) ? await serviceKeys.keys.authenticate(token) : null;
+      const serviceMatch = serviceKeys?.(token, tokenIsOrgShaped);
+      const service = serviceMatch ? await serviceMatch : null;
       if (service) {
         // A service key belongs to no organization: it acts for the one the request names, which
         // admission then meters (and refuses with 401 when no such organization exists).
@@ -93,9 +93,8 @@ export async function wireAccounts(
         }
         return { orgId: organization, keyId: service.keyId, actingFor: true };
       }
-      const fixed =
-        configKeys && (configKeysLookLikeOrgKeys || !tokenIsOrgShaped) ? await configKeys.authenticate(token) : null;
-      let principal: Principal | null = fixed;
+      const configMatch = configKeys?.(token, tokenIsOrgShaped);
+      let principal: Principal | null = configMatch ? await configMatch : null;
       if (!principal) {
         try {
           const found = await keys.authenticate(token);
@@ -158,18 +157,21 @@ export async function wireAccounts(
 }
 
 /**
- * The `SERVICE_API_KEYS` keys, or null when there are none. A key in both lists would be two
- * things at once, so the start fails. Principals it mints have key ids `service-key-<n>`.
+ * Matches a token against static keys (`API_KEYS`: key ids `config-key-<n>`; `SERVICE_API_KEYS`:
+ * `service-key-<n>`); null when there are none. A token shaped like an organization key cannot be
+ * one of them unless one of them has that shape: then it skips their digest (one SHA-256 less per
+ * request) and the match is null at once. The choice depends on the token's shape and the
+ * configuration only, never on how close a guess was.
  */
-function serviceKeyAuthenticator(config: GatewayConfig): { keys: ConfigKeyAuthenticator; orgShaped: boolean } | null {
-  if (config.serviceApiKeys.length === 0) return null;
-  const both = config.serviceApiKeys.filter((key) => config.apiKeys.includes(key) || key === config.devApiKey);
-  if (both.length > 0) throw new Error('SERVICE_API_KEYS: a service key is also in API_KEYS or is DEV_API_KEY');
-  return {
-    keys: new ConfigKeyAuthenticator(config.serviceApiKeys, 'service'),
-    // As for API_KEYS: a token shaped like an organization key skips the digest unless a service key has that shape.
-    orgShaped: config.serviceApiKeys.some((key) => isWellFormedApiKey(key)),
-  };
+function staticKeys(
+  keys: readonly string[],
+  kind: 'config' | 'service',
+): ((token: string | undefined, tokenIsOrgShaped: boolean) => Promise<Principal | null> | null) | null {
+  if (keys.length === 0) return null;
+  const authenticator = new ConfigKeyAuthenticator(keys, kind);
+  const someAreOrgShaped = keys.some((key) => isWellFormedApiKey(key));
+  return (token, tokenIsOrgShaped) =>
+    someAreOrgShaped || !tokenIsOrgShaped ? authenticator.authenticate(token) : null;
 }
 
 /** Principals minted by ConfigKeyAuthenticator (key ids `config-key-<n>`; Redis key ids are `key_…`). */
