@@ -60,9 +60,7 @@ export async function startGateway(
     argv: [],
   });
   const logger = createLogger({ service: 'gateway-test', silent: true });
-  const catalog = new CatalogStore(models);
-  const engines = new EngineRegistry({ ...engineContextOf(config), connections: 16 });
-  catalog.subscribe((current) => engines.sync(current));
+  const { catalog, engines } = servedModels(models, { ...engineContextOf(config), connections: 16 });
   const redis = createRedis(config.redisUrl, { name: 'gateway-test' });
   const app = buildApp({
     config,
@@ -83,10 +81,7 @@ export async function startGateway(
     engines,
     config,
     async close() {
-      server.closeAllConnections();
-      await closeServer(server);
-      await engines.close();
-      catalog.close();
+      await stopServing(server, engines, catalog);
       await redis.quit();
     },
   };
@@ -112,9 +107,7 @@ export async function startAccountsGateway(
 ): Promise<AccountsGateway> {
   const config = loadGatewayConfig({ env, argv: [] });
   const logger = createLogger({ service: 'gateway-test', silent: true });
-  const catalog = new CatalogStore(models);
-  const engines = new EngineRegistry({ connections: 16, timeoutMs: 5000 });
-  catalog.subscribe((current) => engines.sync(current));
+  const { catalog, engines } = servedModels(models, { connections: 16, timeoutMs: 5000 });
   const wiring = await wireAccounts(config, redis, logger);
   const { authenticator, admission, adminRouter, openApi } = wiring;
   const app = buildApp({ config, logger, catalog, engines, redis, authenticator, admission, adminRouter, openApi });
@@ -123,10 +116,7 @@ export async function startAccountsGateway(
     baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     wiring,
     async close() {
-      server.closeAllConnections();
-      await closeServer(server);
-      await engines.close();
-      catalog.close();
+      await stopServing(server, engines, catalog);
       await wiring.close();
     },
   };
@@ -160,6 +150,25 @@ export function postSmallChat(
 /** The `error` object of an envelope. */
 export async function errorOf(res: Response): Promise<Record<string, unknown>> {
   return ((await res.json()) as { error: Record<string, unknown> }).error;
+}
+
+/** The catalog of `models` and the engine registry that follows it. */
+function servedModels(
+  models: CatalogModel[],
+  engineOptions: ConstructorParameters<typeof EngineRegistry>[0],
+): { catalog: CatalogStore; engines: EngineRegistry } {
+  const catalog = new CatalogStore(models);
+  const engines = new EngineRegistry(engineOptions);
+  catalog.subscribe((current) => engines.sync(current));
+  return { catalog, engines };
+}
+
+/** Closes a harness gateway's server (its connections dropped), then its engines and catalog. */
+async function stopServing(server: Server, engines: EngineRegistry, catalog: CatalogStore): Promise<void> {
+  server.closeAllConnections();
+  await closeServer(server);
+  await engines.close();
+  catalog.close();
 }
 
 /** Starts the simulated engine as a real HTTP server on 127.0.0.1 port 0. */
