@@ -141,6 +141,13 @@ const header: fc.Arbitrary<Mutation> = fc
     ['X-Tollway-Organization', '{orgId}', 'x-tollway-organization naming its own organization'],
     ['X-Tollway-Organization', 'o'.repeat(5000), 'x-tollway-organization of 5000 chars'],
     ['X-Tollway-Organization', new Uint8Array([0x6f, 0xff, 0xfe]), 'x-tollway-organization of raw bytes'],
+    ['X-Tollway-Organization', 'org\u0001{victimOrgId}', 'x-tollway-organization with a control character'],
+    // A line break smuggling a second header: refused by the parser, or joined (and so not an id).
+    [
+      'X-Tollway-Organization',
+      '{orgId}\r\nX-Tollway-Organization: {victimOrgId}',
+      `${ANOTHER_ORGANIZATION_NAMED} (a second header smuggled in)`,
+    ],
     ['Accept', 'text/event-stream', 'accept SSE'],
     ['Accept-Encoding', 'gzip, br, zstd', 'accept-encoding'],
     ['X-Big', 'b'.repeat(20_000), 'header of 20 KB'],
