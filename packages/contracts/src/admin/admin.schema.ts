@@ -156,8 +156,19 @@ export const OrganizationUsage = z.object({
 });
 export type OrganizationUsage = z.infer<typeof OrganizationUsage>;
 
-/** Query of the usage endpoint. */
-export const UsageQuery = z.object({ minutes: z.coerce.number().int().min(1).max(120).default(60) });
+/**
+ * Query of the usage endpoint: `minutes`, 1-120, default 60, written as decimal digits. A query
+ * value is text, and coercing it with Number() would read `?minutes[]=5` (an array), `0x10`, `1e1`
+ * and ` 5 ` as numbers; each is refused instead, as a typo the caller should hear about.
+ */
+export const UsageQuery = z.object({
+  minutes: z
+    .string()
+    .regex(/^[0-9]{1,6}$/, 'must be a whole number of minutes from 1 to 120, in decimal digits')
+    .optional()
+    .transform((text) => (text === undefined ? 60 : Number(text)))
+    .pipe(z.number().int().min(1).max(120)),
+});
 export type UsageQuery = z.infer<typeof UsageQuery>;
 
 /** One engine replica of a model as the admin API shows it (never its address or key). */

@@ -413,7 +413,22 @@ describe('keys and usage', () => {
     ]);
     expect(usage.by_minute.reduce((sum, m) => sum + m.requests, 0)).toBe(3);
     expect(usage.end - usage.start).toBe(3600);
-    expect((await request(app).get(`/admin/v1/organizations/${org.id}/usage?minutes=0`).set(auth)).status).toBe(400);
+    const minutes = async (query: string) =>
+      request(app).get(`/admin/v1/organizations/${org.id}/usage?${query}`).set(auth);
+    expect((await minutes('minutes=5')).body.end - (await minutes('minutes=5')).body.start).toBe(300);
+    for (const query of [
+      'minutes=0',
+      'minutes=121',
+
+      'minutes=0x10',
+      'minutes=1e1',
+      'minutes=%205',
+      'minutes=',
+      'minutes=5&minutes=6',
+    ]) {
+      const res = await minutes(query);
+      expect([query, res.status, res.body.error?.param]).toEqual([query, 400, 'minutes']);
+    }
     expect((await request(app).get('/admin/v1/organizations/nope/usage').set(auth)).status).toBe(404);
   });
 });
