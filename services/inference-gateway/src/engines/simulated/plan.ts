@@ -1,5 +1,5 @@
 import type { CreateChatCompletionRequest, FinishReason } from '@tollway/contracts';
-import { encode, decode } from 'gpt-tokenizer/cjs/encoding/cl100k_base';
+import { encode, decode } from '../../tokenizer/cl100k';
 import { countPromptTokens } from '../../tokenizer/count-tokens';
 
 /**
