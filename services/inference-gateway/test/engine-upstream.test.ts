@@ -35,6 +35,9 @@ const FAKE_MODELS = [
   'status-422-nested',
   'error-first-stream-429',
   'odd-finish',
+  'usage-huge',
+  'usage-junk',
+  'usage-over',
 ];
 
 /** A port nothing listens on (bound, then released). */
@@ -111,6 +114,54 @@ describe('gateway in front of HTTP engines', () => {
     await slowSim.close();
     await fastSim.close();
     await bulkSim.close();
+  });
+
+  describe('usage an engine should never send is not billed or shown', () => {
+    // The fake answers 'ok' (one token) to a prompt the gateway counts at 8 tokens; the model's
+    // context length is the default, 131,072.
+    const billed = (model: string) => admission.tickets.filter((t) => t.request.modelId === model).at(-1)?.settled;
+
+    it.each([
+      ['1e308', 'usage-huge', { prompt_tokens: 8, completion_tokens: 1 }],
+      ['not counts', 'usage-junk', { prompt_tokens: 8, completion_tokens: 1 }],
+      ['counts above the bounds', 'usage-over', { prompt_tokens: 131072, completion_tokens: 10 }],
+    ])('JSON with usage %s: billed and shown within the bounds', async (_name, upstream, expected) => {
+      const res = await chat({ model: `fake/${upstream}`, max_tokens: 5, n: 2 });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { usage: Record<string, number> };
+      const total = expected.prompt_tokens + expected.completion_tokens;
+      expect(body.usage).toEqual({ ...expected, total_tokens: total });
+      await until(() => (billed(`fake/${upstream}`)?.length ?? 0) > 0);
+      expect(billed(`fake/${upstream}`)).toEqual([expected]);
+      // Each of the n choices may generate max_tokens: all of them are reserved.
+      const ticket = admission.tickets.filter((t) => t.request.modelId === `fake/${upstream}`).at(-1);
+      expect(ticket?.request.reservedOutputTokens).toBe(10);
+    });
+
+    it.each([
+      ['1e308', 'usage-huge', { prompt_tokens: 8, completion_tokens: 1 }],
+      ['not counts', 'usage-junk', { prompt_tokens: 8, completion_tokens: 1 }],
+      ['counts above the bounds', 'usage-over', { prompt_tokens: 131072, completion_tokens: 10 }],
+    ])(
+      'a stream with usage %s: counts on every chunk, totals and bill within the bounds',
+      async (_name, upstream, expected) => {
+        // A token chunk passed through as the engine wrote it keeps the engine's counts, checked
+        // to be counts by the passthrough test; the totals and the bill are cut to the bounds.
+        const res = await chat({ model: `fake/${upstream}`, max_tokens: 5, n: 2, stream: true });
+        expect(res.status).toBe(200);
+        const chunks = ssePayloads(await res.text())
+          .filter((p) => p !== '[DONE]')
+          .map((p) => JSON.parse(p) as { usage?: Record<string, number> });
+        for (const chunk of chunks.slice(1, -1)) {
+          if (!chunk.usage) continue; // the finish chunk
+          for (const count of Object.values(chunk.usage)) expect(Number.isSafeInteger(count) && count >= 0).toBe(true);
+        }
+        const totals = chunks.at(-1)?.usage;
+        expect(totals).toEqual({ ...expected, total_tokens: expected.prompt_tokens + expected.completion_tokens });
+        await until(() => (billed(`fake/${upstream}`)?.length ?? 0) > 0);
+        expect(billed(`fake/${upstream}`)).toEqual([expected]);
+      },
+    );
   });
 
   describe('engine errors pass through with the engine status', () => {

@@ -11,6 +11,7 @@ import type { LiveRelays } from '../streaming/live-relays';
 import type { PromptTokenCounter } from '../tokenizer/count-tokens';
 import { checkContextLength, validateChatRequest } from '../validation/chat-request';
 import { serveCompletion } from './serve-completion';
+import { usageBoundsOf } from './usage-bounds';
 
 /** What serving a chat completion needs. */
 export interface ChatDeps {
@@ -49,6 +50,7 @@ export async function handleChat(
   const inputTokens = await deps.promptTokens.count(request.messages);
   checkContextLength(request, model, inputTokens);
   const reservation = outputReservation(request, deps.defaultOutputReservationTokens);
+  const usageBounds = usageBoundsOf(request, model, inputTokens);
   const reservedOutputTokens = reservation.tokens;
   const decision = deps.admission.admit({
     principal,
@@ -68,6 +70,7 @@ export async function handleChat(
       modelId: model.id,
       inputTokens,
       reservedOutputTokens,
+      usageBounds,
       requestId,
       logger: deps.logger,
       engineKind: model.engine.kind,

@@ -8,6 +8,7 @@ import { ChunkNormaliser } from '../streaming/chunk-normaliser';
 import type { LiveRelays } from '../streaming/live-relays';
 import { relayStream, SSE_HEADERS } from '../streaming/sse-relay';
 import { countTextTokens } from '../tokenizer/count-tokens';
+import { usableUsage, type UsageBounds } from './usage-bounds';
 
 /** One admitted chat completion on its way to an engine. */
 export interface AdmittedCompletion {
@@ -19,6 +20,8 @@ export interface AdmittedCompletion {
   inputTokens: number;
   /** Output tokens reserved; charged for a non-streamed request whose client left, since no engine reports those. */
   reservedOutputTokens: number;
+  /** The most its usage may claim; an engine's usage above it is cut to it (usage-bounds.ts). */
+  usageBounds: UsageBounds;
   requestId: string;
   logger: Logger;
   /** The catalog's engine kind (`gen_ai.provider.name` of the engine call). */
@@ -55,6 +58,13 @@ async function serveJson(admitted: AdmittedCompletion, res: ServerResponse): Pro
     if (err instanceof EngineAbortedError) return;
     throw err;
   }
+  const usage = completionUsage(result.completion, admitted);
+  if (usage.replaced) {
+    // The client gets the usage that is billed, not the engine's unusable one.
+    const { prompt_tokens, completion_tokens } = usage.settled;
+    result.completion.usage = { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
+    result.raw = undefined;
+  }
   const body = result.raw ?? Buffer.from(JSON.stringify(result.completion));
   if (!res.destroyed) {
     res.writeHead(200, {
@@ -66,7 +76,7 @@ async function serveJson(admitted: AdmittedCompletion, res: ServerResponse): Pro
     res.end(body);
   }
   admitted.observation?.finished(result.completion);
-  settle(admitted, completionUsage(result.completion, admitted.inputTokens));
+  settle(admitted, usage.settled);
 }
 
 async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse): Promise<void> {
@@ -80,7 +90,7 @@ async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse):
   }
   admitted.observation?.firstChunk();
   res.writeHead(200, { [REQUEST_ID_HEADER]: admitted.requestId, ...admitted.ticket.headers, ...SSE_HEADERS });
-  const normaliser = new ChunkNormaliser(admitted.modelId, admitted.inputTokens);
+  const normaliser = new ChunkNormaliser(admitted.modelId, admitted.inputTokens, admitted.usageBounds);
   const result = await relayStream(res, stream, normaliser, admitted.call.signal, admitted.relays);
   if (result.outcome === 'failed') {
     admitted.logger.warn('engine stream broke', {
@@ -115,7 +125,17 @@ async function release(admitted: AdmittedCompletion): Promise<void> {
   }
 }
 
-function settle(admitted: AdmittedCompletion, usage: SettledUsage): void {
+function settle(admitted: AdmittedCompletion, reported: SettledUsage): void {
+  // Every path's usage is already cut to the bounds; this keeps a number Redis would refuse (NaN,
+  // a fraction, 1e308) out of a settlement batch whatever a future path passes.
+  const { prompt_tokens, completion_tokens } = reported;
+  const safe = usableUsage(
+    { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens },
+    admitted.usageBounds,
+  );
+  const usage: SettledUsage = safe
+    ? { prompt_tokens: safe.prompt_tokens, completion_tokens: safe.completion_tokens }
+    : { prompt_tokens: admitted.inputTokens, completion_tokens: 0 };
   admitted.observation?.settled(usage);
   // The handler may wait for a batched write (tens of ms): it keeps three fields, not the whole
   // request, alive meanwhile.
@@ -125,11 +145,27 @@ function settle(admitted: AdmittedCompletion, usage: SettledUsage): void {
   });
 }
 
-/** Usage of a whole completion: the engine's, or a count of its text when the engine sent none. */
-function completionUsage(completion: ChatCompletionResponse, inputTokens: number): SettledUsage {
-  const usage = completion.usage;
-  if (usage && typeof usage.prompt_tokens === 'number' && typeof usage.completion_tokens === 'number') {
-    return { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens };
+/**
+ * Usage of a whole completion: the engine's (cut to the request's bounds), or a count of its text
+ * when the engine sent none or sent something that is not token counts; `replaced` when the
+ * answer's own usage must change to match.
+ */
+function completionUsage(
+  completion: ChatCompletionResponse,
+  admitted: AdmittedCompletion,
+): { settled: SettledUsage; replaced: boolean } {
+  const usable = usableUsage(completion.usage, admitted.usageBounds);
+  if (usable) {
+    return {
+      settled: { prompt_tokens: usable.prompt_tokens, completion_tokens: usable.completion_tokens },
+      replaced: usable !== completion.usage,
+    };
+  }
+  if (completion.usage !== undefined && completion.usage !== null) {
+    admitted.logger.warn('engine usage is not token counts; the gateway counts the answer', {
+      request_id: admitted.requestId,
+      model: admitted.modelId,
+    });
   }
   let text = '';
   for (const choice of completion.choices) {
@@ -137,7 +173,8 @@ function completionUsage(completion: ChatCompletionResponse, inputTokens: number
     text += choice.message?.reasoning_content ?? '';
     if (choice.message?.tool_calls) text += JSON.stringify(choice.message.tool_calls);
   }
-  return { prompt_tokens: inputTokens, completion_tokens: countTextTokens(text) };
+  const counted = Math.min(countTextTokens(text), admitted.usageBounds.maxCompletionTokens);
+  return { settled: { prompt_tokens: admitted.inputTokens, completion_tokens: counted }, replaced: true };
 }
 
 function describe(err: unknown): string {

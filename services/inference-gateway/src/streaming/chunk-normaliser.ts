@@ -3,6 +3,7 @@ import type { SettledUsage } from '../admission/admission.types';
 import { RAW_JSON, type EngineChunk, type StreamItem } from '../engines/engine.types';
 import { countTextTokens } from '../tokenizer/count-tokens';
 import { normaliseFinishReasons } from './finish-reason';
+import { UNBOUNDED, usableUsage, type UsageBounds } from '../completions/usage-bounds';
 
 /**
  * Turns whatever chunks an engine sends into the spec's six Events rules:
@@ -29,6 +30,8 @@ export class ChunkNormaliser {
   constructor(
     private readonly modelId: string,
     private readonly promptTokens: number,
+    /** The most a usage may claim (see completions/usage-bounds.ts); a claim above it is not used. */
+    private readonly bounds: UsageBounds = UNBOUNDED,
   ) {}
 
   /** The items to send for one engine item (none, one, or a role chunk and the chunk). */
@@ -47,13 +50,14 @@ export class ChunkNormaliser {
   }
 
   private acceptChunk(chunk: EngineChunk, out: StreamItem[]): void {
-    if (isUsage(chunk.usage)) {
-      this.engineUsage = chunk.usage;
+    const usable = usableUsage(chunk.usage, this.bounds);
+    if (usable) {
+      this.engineUsage = usable;
       this.usageText = null;
     }
     this.template ??= { id: chunk.id, created: chunk.created, model: this.modelId };
     if (chunk.choices.length === 0) {
-      if (isUsage(chunk.usage)) this.finalUsage = chunk.usage;
+      if (usable) this.finalUsage = usable;
       return;
     }
     if (!this.started) {
@@ -75,8 +79,9 @@ export class ChunkNormaliser {
     }
     if (finishing) {
       if ('usage' in chunk) dropUsage(chunk);
-    } else if (!isUsage(chunk.usage)) {
-      chunk.usage = this.runningUsage();
+    } else if (usable === null || usable !== chunk.usage) {
+      // None, not counts, or cut to the bounds: the client sees the usage that is billed.
+      chunk.usage = usable ?? this.runningUsage();
       delete chunk[RAW_JSON];
     }
     out.push(chunk);
@@ -95,7 +100,10 @@ export class ChunkNormaliser {
   settledUsage(): SettledUsage {
     const usage = this.finalUsage ?? this.latestUsage();
     if (usage) return { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens };
-    return { prompt_tokens: this.promptTokens, completion_tokens: countTextTokens(this.text.join('')) };
+    // The text is kept only while no usage came; a usage that came but could not be used (see
+    // latestUsage) leaves the pieces relayed, at least a token each.
+    const counted = Math.max(countTextTokens(this.text.join('')), this.pieces);
+    return { prompt_tokens: this.promptTokens, completion_tokens: Math.min(counted, this.bounds.maxCompletionTokens) };
   }
 
   private totals(): Usage {
@@ -109,7 +117,8 @@ export class ChunkNormaliser {
     if (this.usageText !== null) {
       const usage = (JSON.parse(this.usageText) as { usage?: unknown }).usage;
       this.usageText = null;
-      if (isUsage(usage)) this.engineUsage = usage;
+      const usable = usableUsage(usage, this.bounds);
+      if (usable) this.engineUsage = usable;
     }
     return this.engineUsage;
   }
@@ -164,16 +173,6 @@ export class ChunkNormaliser {
 function dropUsage(chunk: EngineChunk): void {
   delete chunk.usage;
   delete chunk[RAW_JSON];
-}
-
-function isUsage(value: unknown): value is Usage {
-  if (typeof value !== 'object' || value === null) return false;
-  const usage = value as Partial<Usage>;
-  return (
-    typeof usage.prompt_tokens === 'number' &&
-    typeof usage.completion_tokens === 'number' &&
-    typeof usage.total_tokens === 'number'
-  );
 }
 
 /** A first chunk that only opens the choices: a role, empty or no content, no finish. */

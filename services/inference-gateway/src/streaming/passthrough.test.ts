@@ -25,8 +25,19 @@ describe('isPassthroughChunk', () => {
     ['an error event', '{"error":{"message":"x"},"choices":[{"finish_reason":null}],"usage":{"prompt_tokens":1}}'],
     ['no finish_reason key', '{"object":"chat.completion.chunk","choices":[{"delta":{}}],"usage":{"prompt_tokens":1}}'],
     ['spaced JSON', '{"id": "c", "choices": [{"delta": {}}], "usage": {"prompt_tokens": 3}}'],
+    ['a negative count', `${token('')},"usage":{"prompt_tokens":3,"total_tokens":2,"completion_tokens":-1}}`],
+    ['an exponent', `${token('')},"usage":{"prompt_tokens":1e308,"total_tokens":4,"completion_tokens":1}}`],
+    ['a fraction', `${token('')},"usage":{"prompt_tokens":3,"total_tokens":4.5,"completion_tokens":1.5}}`],
+    ['a string count', `${token('')},"usage":{"prompt_tokens":3,"total_tokens":"lots","completion_tokens":1}}`],
+    ['16 digits', `${token('')},"usage":{"prompt_tokens":3,"total_tokens":1000000000000004,"completion_tokens":1}}`],
+    ['a field after usage', `${token('')},"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1},"x":1}`],
   ])('refuses %s', (_name, payload) => {
     expect(isPassthroughChunk(payload)).toBe(false);
+  });
+
+  it("passes vLLM's usage with its null details", () => {
+    const usage = '"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1,"prompt_tokens_details":null}';
+    expect(isPassthroughChunk(`${token('')},${usage}}`)).toBe(true);
   });
 
   it('is not fooled by the same words inside content (quotes are escaped there)', () => {

@@ -24,5 +24,16 @@ export function isPassthroughChunk(payload: string): boolean {
   const finish = payload.indexOf(FINISH, choices);
   if (finish === -1 || !payload.startsWith('null', finish + FINISH.length)) return false;
   if (payload.indexOf(FINISH_SET, finish) !== -1) return false;
-  return payload.lastIndexOf(USAGE) > finish;
+  const usage = payload.lastIndexOf(USAGE);
+  if (usage < finish) return false;
+  USAGE_COUNTS.lastIndex = usage;
+  return USAGE_COUNTS.test(payload);
 }
+
+/**
+ * The usage object as counts only: every value up to 15 digits (no sign, fraction or exponent) or
+ * null, as vLLM writes `prompt_tokens_details`, and the object closing the chunk. Anything else
+ * (a negative, 1e308, a string, a nested object) is parsed, where the normaliser replaces a usage
+ * that is not counts by its own.
+ */
+const USAGE_COUNTS = /"usage":\{"prompt_tokens":\d{1,15}(?:,"[a-z_]{1,40}":(?:\d{1,15}|null))*\}\}$/y;

@@ -128,6 +128,24 @@ export class FakeEngine {
           'application/json',
           JSON.stringify(completion(`fake/${record.model}`)).replace('"stop"', '"eos_token"'),
         );
+      case 'usage-huge':
+      case 'usage-junk':
+      case 'usage-over': {
+        // Usage no engine should send: 1e308; a negative, a fraction and a string; or counts far
+        // above any request's bounds. JSON, or a stream with it on a token chunk and the totals.
+        const usage = BAD_USAGE[record.model];
+        if (!body.stream) return json(res, 200, { ...completion(record.model), usage });
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ role: 'assistant', content: '' }));
+        res.write(
+          `data: ${JSON.stringify({ id: 'fake-1', object: 'chat.completion.chunk', created: 1, model: record.model, choices: [{ index: 0, delta: { content: 'ok' }, logprobs: null, finish_reason: null }], usage })}\n\n`,
+        );
+        res.write(chunk({}, { finish_reason: 'stop' }));
+        res.write(
+          `data: ${JSON.stringify({ id: 'fake-1', object: 'chat.completion.chunk', created: 1, model: record.model, choices: [], usage })}\n\n`,
+        );
+        return void res.end('data: [DONE]\n\n');
+      }
       case 'hang':
         return; // never answers
       case 'json-for-stream':
@@ -269,6 +287,13 @@ export class FakeEngine {
     }
   }
 }
+
+/** The usage the `usage-*` models send. */
+const BAD_USAGE: Record<string, unknown> = {
+  'usage-huge': { prompt_tokens: 1e308, completion_tokens: 1e308, total_tokens: 1e308 },
+  'usage-junk': { prompt_tokens: -5, completion_tokens: 1.5, total_tokens: 'lots' },
+  'usage-over': { prompt_tokens: 2 ** 40, completion_tokens: 2 ** 40, total_tokens: 2 ** 41 },
+};
 
 function completion(model: string): Record<string, unknown> {
   return {
