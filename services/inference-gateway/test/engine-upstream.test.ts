@@ -450,6 +450,21 @@ describe('gateway in front of HTTP engines', () => {
       expect(settled[0]?.completion_tokens).toBeLessThan(400);
     });
 
+    it.each([
+      ['a stream', true, 0],
+      ['a JSON answer', false, 300],
+    ])('%s left before the engine answered: the prompt and what could have been made', async (_name, stream, made) => {
+      const before = admission.tickets.length;
+      const sent = fake.requests.length;
+      const controller = new AbortController();
+      const pending = chat({ model: 'fake/hang', stream, max_tokens: 300 }, controller.signal).catch((e: unknown) => e);
+      await until(() => fake.requests.length > sent);
+      controller.abort();
+      await pending;
+      await until(() => (admission.tickets[before]?.settled.length ?? 0) > 0);
+      expect(admission.tickets[before]?.settled).toEqual([{ prompt_tokens: 8, completion_tokens: made }]);
+    });
+
     it('non-streamed: the engine sees the abort too', async () => {
       const abortedBefore = slowSim.stats.aborted;
       const controller = new AbortController();
