@@ -38,6 +38,7 @@ const FAKE_MODELS = [
   'usage-huge',
   'usage-junk',
   'usage-over',
+  'deep-json',
 ];
 
 /** A port nothing listens on (bound, then released). */
@@ -162,6 +163,12 @@ describe('gateway in front of HTTP engines', () => {
         expect(billed(`fake/${upstream}`)).toEqual([expected]);
       },
     );
+  });
+
+  it('a JSON answer nested deeper than 64 levels is 502 bad_engine_response, not a 500', async () => {
+    const res = await chat({ model: 'fake/deep-json' });
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('bad_engine_response');
   });
 
   describe('engine errors pass through with the engine status', () => {

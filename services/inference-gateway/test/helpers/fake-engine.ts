@@ -146,6 +146,12 @@ export class FakeEngine {
         );
         return void res.end('data: [DONE]\n\n');
       }
+      case 'deep-json': {
+        // 100,000 levels of arrays in a tool call: JSON.parse takes them, JSON.stringify overflows.
+        const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+        const body = JSON.stringify(completion(record.model)).replace('"content":"ok"', `"content":"ok","x":${deep}`);
+        return raw(res, 200, 'application/json', body);
+      }
       case 'hang':
         return; // never answers
       case 'json-for-stream':

@@ -1,5 +1,5 @@
 import type { ChatCompletionChunk, ChatCompletionResponse } from '@tollway/contracts';
-import { ServiceError } from '@tollway/service-kit';
+import { jsonDepthExceeds, ServiceError } from '@tollway/service-kit';
 import type { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
 import { badEngineResponse, engineResponseTooLarge, engineUnavailable, upstreamTimeout } from '../../errors';
 import { normaliseFinishReasons } from '../../streaming/finish-reason';
@@ -25,6 +25,9 @@ import {
 import { exchange, type EngineBody, type EngineResponse } from './engine-exchange';
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
 import { toEngineBody } from './to-engine';
+
+/** Deepest nesting of arrays and objects in a JSON answer; deeper is 502 `bad_engine_response`. */
+const MAX_ANSWER_DEPTH = 64;
 
 /** Errors raised before any response byte, on which a request is safe to send elsewhere. */
 const CONNECT_ERRORS = new Set([
@@ -67,6 +70,9 @@ export class OpenAICompatibleEngine implements Engine {
     const { replica, response } = await this.send(call);
     try {
       const raw = await this.readBounded(response.body);
+      // JSON.parse takes any depth, but the JSON.stringify that renames the model overflows the
+      // stack on deep nesting (a 500); an OpenAI answer nests under ten levels.
+      if (jsonDepthExceeds(raw, MAX_ANSWER_DEPTH)) throw badEngineResponse(this.modelId);
       let completion: ChatCompletionResponse;
       try {
         completion = JSON.parse(raw.toString('utf8')) as ChatCompletionResponse;
