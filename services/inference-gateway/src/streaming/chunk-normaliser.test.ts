@@ -36,6 +36,45 @@ describe('ChunkNormaliser', () => {
     expect(out[2]).toMatchObject({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } });
   });
 
+  it('drops what an engine sends for a choice after its finish: a second finish, text, a passed-through chunk', () => {
+    const normaliser = new ChunkNormaliser('a/b', 10);
+    const out: Array<ChatCompletionChunk | string> = [];
+    const passthrough =
+      '{"id":"c1","object":"chat.completion.chunk","created":1,"model":"a/b","choices":[{"index":1,"delta":{"content":"late"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}';
+    normaliser.accept(
+      chunk([
+        { index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null },
+        { index: 1, delta: { role: 'assistant', content: '' }, finish_reason: null },
+      ]),
+      out,
+    );
+    normaliser.accept(
+      chunk([
+        { index: 0, delta: { content: 'A' }, finish_reason: 'stop' },
+        { index: 1, delta: { content: 'B' }, finish_reason: null },
+      ]),
+      out,
+    );
+    normaliser.accept(chunk([{ index: 0, delta: { content: 'again' }, finish_reason: 'length' }]), out);
+    normaliser.accept(passthrough.replace('"index":1', '"index":0'), out);
+    normaliser.accept(passthrough, out);
+    normaliser.accept(chunk([{ index: 1, delta: {}, finish_reason: 'stop' }]), out);
+    normaliser.accept(chunk([{ index: 1, delta: { content: 'after' }, finish_reason: 'stop' }]), out);
+    normaliser.finish(out);
+    const parsed = out.map((item) => (typeof item === 'string' ? (JSON.parse(item) as ChatCompletionChunk) : item));
+    const sent = parsed.flatMap((c) =>
+      c.choices.map((choice) => [choice.index, choice.delta?.content ?? '', choice.finish_reason]),
+    );
+    expect(sent).toEqual([
+      [0, '', null],
+      [1, '', null],
+      [0, 'A', 'stop'],
+      [1, 'B', null],
+      [1, 'late', null],
+      [1, '', 'stop'],
+    ]);
+  });
+
   it('holds engine usage chunks back and sends only the last at the end', () => {
     const normaliser = new ChunkNormaliser('a/b', 10);
     const out: ChatCompletionChunk[] = [];

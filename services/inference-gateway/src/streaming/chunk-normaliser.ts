@@ -26,6 +26,8 @@ export class ChunkNormaliser {
   private pieces = 0;
   /** Text relayed, counted with the tokenizer only when the engine never reports usage. */
   private readonly text: string[] = [];
+  /** Indexes of the choices whose `finish_reason` was sent; null until the first. */
+  private finished: Set<number> | null = null;
 
   constructor(
     private readonly modelId: string,
@@ -37,8 +39,9 @@ export class ChunkNormaliser {
   /** The items to send for one engine item (none, one, or a role chunk and the chunk). */
   accept(item: StreamItem, out: StreamItem[]): void {
     if (typeof item === 'string') {
-      // A passthrough chunk (streaming/passthrough.ts): sent as it is once the stream has opened.
-      if (this.started) {
+      // A passthrough chunk (streaming/passthrough.ts): sent as it is once the stream has opened,
+      // and until a choice has finished (what an engine sends for it after that is dropped).
+      if (this.started && this.finished === null) {
         this.usageText = item;
         this.pieces++;
         out.push(item);
@@ -71,10 +74,14 @@ export class ChunkNormaliser {
       for (const choice of chunk.choices) if (choice.delta) delete choice.delta.role;
       delete chunk[RAW_JSON];
     }
+    if (this.finished !== null && !this.dropFinishedChoices(chunk)) return;
     if (normaliseFinishReasons(chunk.choices)) delete chunk[RAW_JSON];
     let finishing = false;
     for (const choice of chunk.choices) {
-      if (choice.finish_reason) finishing = true;
+      if (choice.finish_reason) {
+        finishing = true;
+        (this.finished ??= new Set()).add(choice.index);
+      }
       this.count(choice);
     }
     if (finishing) {
@@ -128,6 +135,20 @@ export class ChunkNormaliser {
     const prompt = latest?.prompt_tokens ?? this.promptTokens;
     const completion = Math.max(latest?.completion_tokens ?? 0, this.pieces);
     return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  }
+
+  /**
+   * Takes out of `chunk` the choices that already finished: a choice ends with the one chunk that
+   * carries its `finish_reason`, so a second finish or text after it is the engine's error, not
+   * the client's answer. False when no choice is left (nothing to send).
+   */
+  private dropFinishedChoices(chunk: EngineChunk): boolean {
+    const finished = this.finished as Set<number>;
+    const open = chunk.choices.filter((choice) => !finished.has(choice.index));
+    if (open.length === chunk.choices.length) return true;
+    chunk.choices = open;
+    delete chunk[RAW_JSON];
+    return open.length > 0;
   }
 
   private count(choice: ChunkChoice): void {
