@@ -157,6 +157,12 @@ export const OrganizationUsage = z.object({
 export type OrganizationUsage = z.infer<typeof OrganizationUsage>;
 
 /**
+ * An `Idempotency-Key` of the admin API's writes: printable ASCII, as Stripe's (a UUID, say), at
+ * most 255 characters. The CLI takes its `--idempotency-key` by the same rule.
+ */
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
+
+/**
  * Query of the usage endpoint: `minutes`, 1-120, default 60, written as decimal digits. A query
  * value is text, and coercing it with Number() would read `?minutes[]=5` (an array), `0x10`, `1e1`
  * and ` 5 ` as numbers; each is refused instead, as a typo the caller should hear about.

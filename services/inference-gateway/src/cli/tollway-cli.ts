@@ -5,6 +5,7 @@ import {
   ApiKeyRole,
   CreateApiKeyRequest,
   CreateOrganizationRequest,
+  IDEMPOTENCY_KEY_PATTERN,
   UpdateOrganizationRequest,
 } from '@tollway/contracts';
 import type { z } from 'zod';
@@ -65,6 +66,11 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
     if (!Number.isFinite(n)) throw new commander.InvalidArgumentError('must be a number');
     return n;
   };
+  const idempotencyKey = (value: string): string => {
+    if (!IDEMPOTENCY_KEY_PATTERN.test(value))
+      throw new commander.InvalidArgumentError('must be 1-255 printable ASCII characters, as the admin API takes');
+    return value;
+  };
   const print = (value: unknown) => output.out(`${JSON.stringify(value, null, 2)}\n`);
   const program = new commander.Command('tollway')
     .description('Manage Tollway organizations, API keys and usage (reads REDIS_URL and REDIS_PREFIX).')
@@ -123,6 +129,7 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
     .option(
       '--idempotency-key <key>',
       'apply this update once: the same command again with the same key changes nothing (for a run whose answer was lost)',
+      idempotencyKey,
     )
     .action(
       async (

@@ -128,6 +128,18 @@ describe('tollway CLI', () => {
     expect((await store.getOrganization(org.id))?.credit).toBe(5);
   });
 
+  it.each([
+    ['256 characters', 'k'.repeat(256)],
+    ['a character outside ASCII', 'paiement-été'],
+    ['a control character', 'a\tb'],
+  ])('orgs update --idempotency-key refuses a key the admin API would (%s), changing nothing', async (_name, key) => {
+    const org = await smallOrg('IdemBad');
+    const [result] = await run(['orgs', 'update', org.id, '--add-credit', '2', '--idempotency-key', key]);
+    expect(result).toMatchObject({ code: 1, out: '' });
+    expect(result!.err).toContain('printable ASCII');
+    expect((await store.getOrganization(org.id))?.credit).toBe(1);
+  });
+
   it('keys create prints a working key once; keys list redacts; keys revoke stops it', async () => {
     const org = await smallOrg('K');
     const [createdResult, listedResult] = await run(

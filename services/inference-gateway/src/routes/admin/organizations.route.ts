@@ -4,6 +4,7 @@ import {
   CreateOrganizationRequest,
   UpdateOrganizationRequest,
   UsageQuery,
+  IDEMPOTENCY_KEY_PATTERN,
   type DeletedOrganization,
   type OrganizationList,
   type OrganizationUsage,
@@ -20,13 +21,10 @@ import {
 } from './admin-errors';
 import { organizationView } from './admin-views';
 
-/** An `Idempotency-Key`: printable ASCII, as Stripe's (a UUID, say), at most 255 characters. */
-const IDEMPOTENCY_KEY = /^[\x20-\x7e]{1,255}$/;
-
 /** The request's `Idempotency-Key`, null without one; 400 when it is not a valid one. */
 function readIdempotencyKey(req: Request): string | null {
   const key = req.get('idempotency-key') ?? null;
-  if (key !== null && !IDEMPOTENCY_KEY.test(key)) throw invalidIdempotencyKey();
+  if (key !== null && !IDEMPOTENCY_KEY_PATTERN.test(key)) throw invalidIdempotencyKey();
   return key;
 }
 
