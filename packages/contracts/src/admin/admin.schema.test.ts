@@ -1,12 +1,17 @@
 import { CreateApiKeyRequest, CreateOrganizationRequest, DisplayName, UpdateOrganizationRequest } from './admin.schema';
 
 describe('DisplayName (organization and key names)', () => {
-  it.each([['Acme'], ['Ünïcødé 名前 😀'], ['a'.repeat(200)], ['  padded  '], ['tab\u00a0nbsp']])(
-    'accepts %p',
-    (name) => {
-      expect(DisplayName.safeParse(name).success).toBe(true);
-    },
-  );
+  it.each([
+    ['Acme'],
+    ['Ünïcødé 名前 😀'],
+    ['a'.repeat(200)],
+    ['  padded  '],
+    ['tab\u00a0nbsp'],
+    ['שלום עולם'],
+    ['مرحبا Acme'],
+  ])('accepts %p', (name) => {
+    expect(DisplayName.safeParse(name).success).toBe(true);
+  });
 
   it.each([
     ['empty', ''],
@@ -20,6 +25,10 @@ describe('DisplayName (organization and key names)', () => {
     ['a DEL', 'a\u007fb'],
     ['a lone high surrogate', 'a\ud800'],
     ['a lone low surrogate', '\udc00a'],
+    ['a right-to-left override', 'Acme\u202Eevil'],
+    ['a left-to-right isolate', 'a\u2066b'],
+    ['a right-to-left mark', 'a\u200Fb'],
+    ['an Arabic letter mark', 'a\u061Cb'],
   ])('refuses %s', (_what, name) => {
     expect(DisplayName.safeParse(name).success).toBe(false);
   });

@@ -23,10 +23,13 @@ export type Budgets = z.infer<typeof Budgets>;
 
 /**
  * A name people read in the console and the CLI: 1-200 characters, not only spaces, with no
- * control characters (they would break a terminal or a log line) and no lone surrogates (which no
- * store keeps as they came: a name is read back as it was written).
+ * control characters (they would break a terminal or a log line), no bidirectional formatting
+ * characters (an override such as U+202E shows a name as other text than it is, the "Trojan
+ * Source" trick; Unicode's bidi algorithm still lays out Arabic or Hebrew names without them) and
+ * no lone surrogates (which no store keeps as they came: a name is read back as it was written).
  */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const BIDI_FORMATTING = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/;
 export const DisplayName = z
   .string()
   .min(1)
@@ -34,6 +37,7 @@ export const DisplayName = z
   .refine((name) => name.trim().length > 0, { message: 'must not be only whitespace' })
   // eslint-disable-next-line no-control-regex -- control characters are what is refused
   .refine((name) => !/[\u0000-\u001f\u007f-\u009f]/.test(name), { message: 'must not contain control characters' })
+  .refine((name) => !BIDI_FORMATTING.test(name), { message: 'must not contain bidirectional formatting characters' })
   .refine((name) => !LONE_SURROGATE.test(name), { message: 'must be well-formed Unicode (no lone surrogates)' });
 
 /** Body of `POST /admin/v1/organizations`; `id` is generated when absent. */
