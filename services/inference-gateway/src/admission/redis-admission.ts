@@ -476,10 +476,24 @@ export class RedisAdmission implements Admission {
 
 /** Tokens an engine reported, as whole non-negative numbers. */
 function usedTokens(usage: SettledUsage): { input: number; output: number } {
-  return {
-    input: Math.max(0, Math.round(usage.prompt_tokens ?? 0)),
-    output: Math.max(0, Math.round(usage.completion_tokens ?? 0)),
-  };
+  return { input: tokenCount(usage.prompt_tokens), output: tokenCount(usage.completion_tokens) };
+}
+
+/**
+ * The most tokens one request can be charged: far above any context length, far below where a
+ * bucket's or a usage hash's arithmetic stops being exact.
+ */
+const MAX_TOKENS_PER_REQUEST = 1e9;
+
+/**
+ * A usage count as the settlement writes it: a whole number from 0 to MAX_TOKENS_PER_REQUEST. The
+ * chat handler bounds usage already (completions/usage-bounds.ts); this is the last guard in front
+ * of Redis, where one NaN or 1e308 fails the settle script after its batch is marked as applied
+ * and takes the batch's other settlements with it.
+ */
+function tokenCount(value: number | undefined): number {
+  const n = Math.round(value ?? 0);
+  return Number.isFinite(n) ? Math.min(Math.max(n, 0), MAX_TOKENS_PER_REQUEST) : 0;
 }
 
 /** The slice in an admit reply that granted one (see admit.lua.ts for the layout). */

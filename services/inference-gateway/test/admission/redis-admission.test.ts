@@ -180,6 +180,28 @@ describe('RedisAdmission bucket edge cases', () => {
 });
 
 describe('RedisAdmission credit and usage', () => {
+  it('settles a usage Redis could not take (NaN, 1e308, negative) as whole bounded counts, beside good ones in one batch', async () => {
+    const budgets = { requests: 100, input_tokens: 1_000_000, output_tokens: 1_000_000 };
+    const [bad, good] = [await org(budgets), await org(budgets)];
+    const tickets = await Promise.all([
+      admission.admit(request(bad.id, { inputTokens: 10, reservedOutputTokens: 10 })),
+      admission.admit(request(bad.id, { inputTokens: 10, reservedOutputTokens: 10 })),
+      admission.admit(request(good.id, { inputTokens: 10, reservedOutputTokens: 10 })),
+    ]);
+    await Promise.all([
+      tickets[0]!.settle({ prompt_tokens: Number.NaN, completion_tokens: 1e308 }),
+      tickets[1]!.settle({ prompt_tokens: -5, completion_tokens: 2.6 }),
+      tickets[2]!.settle({ prompt_tokens: 10, completion_tokens: 7 }),
+    ]);
+    expect((await store.getUsage(good.id))?.totals).toMatchObject({ requests: 1, input_tokens: 10, output_tokens: 7 });
+    expect((await store.getUsage(bad.id))?.totals).toMatchObject({
+      requests: 2,
+      input_tokens: 0,
+      output_tokens: 1e9 + 3,
+    });
+    expect(Number.isFinite((await store.getOrganization(bad.id))?.credit)).toBe(true);
+  });
+
   it('charges usage × price, records usage, and refuses with 402 once credit is gone', async () => {
     const o = await org({ requests: 100, input_tokens: 1_000_000, output_tokens: 1_000_000 }, 0.003);
     // 1000 input at $1/M + 1000 output at $2/M = $0.003
