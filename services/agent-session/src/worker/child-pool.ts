@@ -144,12 +144,19 @@ export class ChildPool {
         }, timeoutMs);
       }
       const run: ParentMessage = { type: 'run', turnId, sessionId, orgId, input, traceparent: telemetry.traceparent };
-      child.process.send(run, (err) => {
-        if (err) {
-          this.kill(child);
-          finish({ kind: 'crashed', error: `turn failed: could not reach the agent process (${err.message})` });
-        }
-      });
+      const unreachable = (err: Error) => {
+        this.kill(child);
+        finish({ kind: 'crashed', error: `turn failed: could not reach the agent process (${err.message})` });
+      };
+      try {
+        child.process.send(run, (err) => {
+          if (err) unreachable(err);
+        });
+      } catch (err) {
+        // send serialises at once and throws for a message it cannot (a history past V8's
+        // largest string): the process would otherwise stay reserved until the turn timeout.
+        unreachable(err instanceof Error ? err : new Error(String(err)));
+      }
     });
   }
 
