@@ -44,6 +44,8 @@ export interface AppDeps {
   maxBodyBytes: number;
   /** Deepest nesting of arrays and objects in a body; default 64. */
   maxJsonDepth?: number;
+  /** Largest history of a session, bytes of its messages as JSON; default 4 MiB. */
+  maxHistoryBytes?: number;
   /** Connection limits of the server `app.listen` creates; default DEFAULT_HTTP_LIMITS. */
   httpLimits?: HttpLimits;
   /** Unix ms; default Date.now. */
@@ -58,6 +60,9 @@ export interface AppDeps {
 
 /** Default nesting limit of request bodies (the config's default too). */
 export const DEFAULT_MAX_JSON_DEPTH = 64;
+
+/** Default history limit of a session (the config's default too). */
+export const DEFAULT_MAX_HISTORY_BYTES = 4 * 1024 * 1024;
 
 /** A Redis outage is the store being unreachable (503), not a bug in the server (500). */
 const redisFailureAs503: ErrorRequestHandler = (err, _req, _res, next) => {
@@ -89,7 +94,11 @@ export function buildApp(deps: AppDeps): Express {
   // Any content type is read as JSON so a non-JSON body is a clear 400, never silently ignored.
   app.use(jsonBody({ maxBytes: deps.maxBodyBytes, maxDepth: deps.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH }));
   app.use('/sessions', authenticateOrg(deps.authenticator));
-  const routeDeps = { ...deps, clock: deps.clock ?? Date.now };
+  const routeDeps = {
+    ...deps,
+    clock: deps.clock ?? Date.now,
+    maxHistoryBytes: deps.maxHistoryBytes ?? DEFAULT_MAX_HISTORY_BYTES,
+  };
   app.use(sessionsRouter(routeDeps));
   app.use(messagesRouter(routeDeps));
   app.use(notFoundHandler((path) => sessionErrors.routeNotFound(path)));

@@ -15,6 +15,7 @@ describe('loadApiConfig', () => {
       authEnabled: true,
       embeddedWorker: false,
       maxBodyBytes: 10 * 1024 * 1024,
+      maxHistoryBytes: 4 * 1024 * 1024,
       metricsEnabled: true,
       metricsHost: '0.0.0.0',
       otelSdkDisabled: false,

@@ -54,6 +54,15 @@ const apiSchema = z.object({
   embeddedWorker: envBoolean.default(false),
   /** Largest accepted request body in bytes; default 10 MiB (room for a `base64_image`). */
   maxBodyBytes: z.coerce.number().int().min(1024).default(10_485_760),
+  /**
+   * Largest history a session may hold, bytes of its messages as JSON; default 4 MiB, the gateway's
+   * own body limit, since a turn sends the whole history in one request. A create or send past it is 413.
+   */
+  maxHistoryBytes: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(4 * 1024 * 1024),
   /** Deepest nesting of arrays and objects in a body, checked before parsing; default 64. Deeper gets 400 `invalid_json`. */
   maxJsonDepth: z.coerce.number().int().min(2).max(10_000).default(64),
   ...HTTP_LIMIT_FIELDS,
@@ -71,6 +80,7 @@ const apiSources = {
   noAuth: { env: 'SESSIONS_NO_AUTH', flag: 'no-auth', boolean: true },
   embeddedWorker: { env: 'EMBEDDED_WORKER', flag: 'embedded-worker', boolean: true },
   maxBodyBytes: { env: 'SESSIONS_MAX_BODY_BYTES', flag: 'max-body-bytes' },
+  maxHistoryBytes: { env: 'SESSIONS_MAX_HISTORY_BYTES', flag: 'max-history-bytes' },
   maxJsonDepth: { env: 'SESSIONS_MAX_JSON_DEPTH' },
   ...HTTP_LIMIT_SOURCES,
 } satisfies Record<keyof z.infer<typeof apiSchema>, ConfigSource>;
@@ -92,6 +102,7 @@ export interface ApiConfig extends HttpLimits, TelemetryConfig {
   authEnabled: boolean;
   embeddedWorker: boolean;
   maxBodyBytes: number;
+  maxHistoryBytes: number;
   maxJsonDepth: number;
 }
 

@@ -92,6 +92,7 @@ async function main(): Promise<void> {
     maxSessions: config.maxSessions,
     allowCustomIds: config.allowCustomIds,
     maxBodyBytes: config.maxBodyBytes,
+    maxHistoryBytes: config.maxHistoryBytes,
     maxJsonDepth: config.maxJsonDepth,
     httpLimits: config,
   });

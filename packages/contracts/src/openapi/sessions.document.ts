@@ -39,7 +39,9 @@ const SESSION_ID: OpenApiParameter = {
 
 const UNAUTHORIZED = error('Missing or unknown API key (when the service runs with auth, its default).');
 const NOT_FOUND = error('Session not found.');
-const TOO_LARGE = error('The body is larger than the configured limit (`request_too_large`).');
+const TOO_LARGE = error(
+  'The body is larger than the configured limit (`request_too_large`), or the session history would pass its limit (`history_too_large`).',
+);
 const UNAVAILABLE = error('The session store (Redis) is unreachable (`service_unavailable`).');
 
 const createBody = {

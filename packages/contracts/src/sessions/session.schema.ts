@@ -91,6 +91,7 @@ export const SESSION_ERROR_CODES = {
   customIdsDisabled: 'custom_ids_disabled',
   sessionLimitReached: 'session_limit_reached',
   turnNotQueued: 'turn_not_queued',
+  historyTooLarge: 'history_too_large',
   serviceUnavailable: 'service_unavailable',
   notFound: 'not_found',
 } as const;

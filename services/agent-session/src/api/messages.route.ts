@@ -18,9 +18,11 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
     if (!body.success) throw sessionErrors.invalidRequest(body.error, 'body');
     const org = orgOf(res);
     const turnId = randomUUID();
-    const started = await deps.store.startTurn(sessionId, org, turnId, toStoredMessage(body.data));
+    const message = toStoredMessage(body.data);
+    const started = await deps.store.startTurn(sessionId, org, turnId, message, deps.maxHistoryBytes);
     if (started === 'missing') throw sessionErrors.notFound(sessionId);
     if (started === 'busy') throw sessionErrors.busy(sessionId);
+    if (started === 'full') throw sessionErrors.historyTooLarge(deps.maxHistoryBytes);
     try {
       await deps.turnQueue.enqueue({
         session_id: sessionId,

@@ -16,6 +16,8 @@ export interface SessionRouteDeps {
   logger: Logger;
   /** Session cap (`--max-sessions`). */
   maxSessions: number;
+  /** Largest history of a session, bytes of its messages as JSON (`--max-history-bytes`). */
+  maxHistoryBytes: number;
   /** `--allow-custom-ids`: PUT /sessions/{id} is enabled. */
   allowCustomIds: boolean;
   /** Unix ms; injectable for tests. */

@@ -67,6 +67,15 @@ export const sessionErrors = {
       headers: { Allow: 'GET, DELETE' },
     });
   },
+  historyTooLarge(maxHistoryBytes: number): ServiceError {
+    return new ServiceError({
+      status: 413,
+      code: SESSION_ERROR_CODES.historyTooLarge,
+      message:
+        `The session's history would exceed ${maxHistoryBytes} bytes, more than one model request can carry. ` +
+        'Start a new session, or carry a summary over in its state.',
+    });
+  },
   limitReached(maxSessions: number): ServiceError {
     return new ServiceError({
       status: 503,

@@ -22,7 +22,10 @@ export function sessionsRouter(deps: SessionRouteDeps): Router {
   const create = async (req: Request, res: Response, sessionId: string) => {
     const body = CreateSessionRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw sessionErrors.invalidRequest(body.error, 'body');
-    const result = await deps.store.create(sessionId, orgOf(res), historyFromState(body.data.state), deps.maxSessions);
+    const history = historyFromState(body.data.state);
+    const limits = { maxSessions: deps.maxSessions, maxHistoryBytes: deps.maxHistoryBytes };
+    const result = await deps.store.create(sessionId, orgOf(res), history, limits);
+    if (result === 'too_large') throw sessionErrors.historyTooLarge(deps.maxHistoryBytes);
     if (result === 'exists') throw sessionErrors.exists(sessionId);
     if (result === 'limit') throw sessionErrors.limitReached(deps.maxSessions);
     res.status(201).location(sessionLocation(sessionId)).json(newSessionResponse(sessionId));

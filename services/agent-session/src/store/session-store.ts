@@ -39,10 +39,10 @@ export type TurnOutcome =
   { kind: 'success'; append: StoredMessage[]; response: ChatMessage } | { kind: 'error'; error: string };
 
 /** Result of a create: `created`, `exists` (PUT of a taken id) or `limit` (the cap is reached). */
-export type CreateResult = 'created' | 'exists' | 'limit';
+export type CreateResult = 'created' | 'exists' | 'limit' | 'too_large';
 
 /** Result of a send: `ok` (now running), `missing` (absent or another org's) or `busy` (already running). */
-export type StartTurnResult = 'ok' | 'missing' | 'busy';
+export type StartTurnResult = 'ok' | 'missing' | 'busy' | 'full';
 
 /** Options of SessionStore. */
 export interface SessionStoreOptions {
@@ -78,13 +78,20 @@ export class SessionStore {
     this.cancelChannel = turnCancelChannel(options.prefix);
   }
 
-  /** Creates an idle session with `history` preloaded; never exceeds `maxSessions`, even under concurrent creates. */
+  /**
+   * Creates an idle session with `history` preloaded; never exceeds `maxSessions`, even under
+   * concurrent creates. `too_large` (nothing written) when the history's JSON is over `maxHistoryBytes`.
+   */
   async create(
     sessionId: string,
     org: string | null,
     history: StoredMessage[],
-    maxSessions: number,
+    limits: { maxSessions: number; maxHistoryBytes: number },
   ): Promise<CreateResult> {
+    const messages = history.map((message) => JSON.stringify(message));
+    let bytes = 0;
+    for (const message of messages) bytes += Buffer.byteLength(message);
+    if (bytes > limits.maxHistoryBytes) return 'too_large';
     const result = await createSessionScript.run(
       this.redis,
       [
@@ -94,7 +101,7 @@ export class SessionStore {
         this.keys.running,
         this.keys.org(org),
       ],
-      [sessionId, org ?? ORG_NONE, this.clock(), maxSessions, ...history.map((message) => JSON.stringify(message))],
+      [sessionId, org ?? ORG_NONE, this.clock(), limits.maxSessions, bytes, ...messages],
     );
     return result === 1 ? 'created' : result === 0 ? 'exists' : 'limit';
   }
@@ -154,13 +161,18 @@ export class SessionStore {
     return Number(results?.[0]?.[1] ?? 0) + Number(results?.[1]?.[1] ?? 0);
   }
 
-  /** Moves an idle or errored session to running with `turnId` and appends `message`; exactly one concurrent send wins. */
+  /**
+   * Moves an idle or errored session to running with `turnId` and appends `message`; exactly one
+   * concurrent send wins. `full` (nothing written) when the history would pass `maxHistoryBytes`.
+   */
   async startTurn(
     sessionId: string,
     org: string | null,
     turnId: string,
     message: StoredMessage,
+    maxHistoryBytes: number,
   ): Promise<StartTurnResult> {
+    const json = JSON.stringify(message);
     const result = await startTurnScript.run(
       this.redis,
       [
@@ -170,7 +182,7 @@ export class SessionStore {
         this.keys.running,
         this.keys.errored,
       ],
-      [sessionId, org ?? ORG_NONE, turnId, this.clock(), JSON.stringify(message)],
+      [sessionId, org ?? ORG_NONE, turnId, this.clock(), json, Buffer.byteLength(json), maxHistoryBytes],
     );
     return result as StartTurnResult;
   }

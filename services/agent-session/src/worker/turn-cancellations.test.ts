@@ -35,7 +35,7 @@ it('aborts a held turn named on the cancel channel, and only that one', async ()
 
 it('cancels held turns whose session is gone even when no cancel message arrived', async () => {
   const live = randomUUID();
-  expect(await store.create(live, null, [], 100)).toBe('created');
+  expect(await store.create(live, null, [], { maxSessions: 100, maxHistoryBytes: 1 << 20 })).toBe('created');
   const kept = cancellations.track('turn-live', live);
   const gone = cancellations.track('turn-gone', randomUUID());
   await cancellations.checkDeleted(redis, prefix);

@@ -26,7 +26,10 @@ export interface ApiReplica {
 
 /** Options of startReplica: everything of AppDeps a test may want to change. */
 export type ReplicaOptions = Partial<
-  Pick<AppDeps, 'authenticator' | 'maxSessions' | 'allowCustomIds' | 'clock' | 'turnQueue' | 'metricsRegistry'>
+  Pick<
+    AppDeps,
+    'authenticator' | 'maxSessions' | 'maxHistoryBytes' | 'allowCustomIds' | 'clock' | 'turnQueue' | 'metricsRegistry'
+  >
 >;
 
 /** A unique key prefix for one test file. */
@@ -55,6 +58,7 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
     maxSessions: options.maxSessions ?? 1000,
     allowCustomIds: options.allowCustomIds ?? false,
     maxBodyBytes: 1024 * 1024,
+    maxHistoryBytes: options.maxHistoryBytes,
     clock: options.clock,
     metricsRegistry: options.metricsRegistry,
   });

@@ -158,6 +158,53 @@ describe('POST /sessions/{id}/messages', () => {
   });
 });
 
+describe('the history limit (--max-history-bytes)', () => {
+  const limitPrefix = testPrefix();
+  let small: ApiReplica;
+  beforeAll(async () => {
+    small = await startReplica(limitPrefix, { maxHistoryBytes: 4096 });
+  });
+  afterAll(async () => {
+    await small.close();
+    await deleteKeys(limitPrefix);
+  });
+  const tooLarge = (body: { error?: { code?: string; message?: string } }) => {
+    expect(body.error?.code).toBe('history_too_large');
+    expect(body.error?.message).toContain('4096 bytes');
+  };
+
+  it('refuses a create whose state is over the limit with 413, and makes no session', async () => {
+    const res = await request(small.app)
+      .post('/sessions')
+      .send({ state: [{ role: 'user', content: 'x'.repeat(5000) }] });
+    expect(res.status).toBe(413);
+    tooLarge(res.body);
+    expect(await small.store.count()).toBe(0);
+  });
+
+  it('refuses a send that would take the history past the limit with 413, changing nothing', async () => {
+    const state = [{ role: 'user', content: 'x'.repeat(1500) }];
+    const id = (await request(small.app).post('/sessions').send({ state })).body.session_id as string;
+    const first = await request(small.app)
+      .post(`/sessions/${id}/messages`)
+      .send({ content: 'y'.repeat(1500) });
+    expect(first.status).toBe(202);
+    // The turn ends (no worker here) as a failed turn: its message stays and still counts.
+    const turn = (await small.store.listRunningTurns()).find((t) => t.sessionId === id);
+    expect(await small.store.finishTurn(id, turn?.turnId ?? '', { kind: 'error', error: 'x' })).toBe('applied');
+    const second = await request(small.app)
+      .post(`/sessions/${id}/messages`)
+      .send({ content: 'z'.repeat(1500) });
+    expect(second.status).toBe(413);
+    tooLarge(second.body);
+    const history = (await request(small.app).get(`/sessions/${id}/messages`)).body as unknown[];
+    expect(history).toHaveLength(2);
+    expect((await request(small.app).get(`/sessions/${id}`)).body.status).toBe('error');
+    // A small message still fits.
+    expect((await request(small.app).post(`/sessions/${id}/messages`).send({ content: 'ok' })).status).toBe(202);
+  });
+});
+
 describe('transitions driven by the end of a turn', () => {
   async function startTurn(): Promise<{ id: string; turnId: string }> {
     const id = await newSession([{ role: 'user', content: 'before' }]);

@@ -122,7 +122,7 @@ function testReaper(overrides: Partial<TurnReaperOptions>): TurnReaper {
 it('ends a running turn whose job is gone (never queued or lost) in error', async () => {
   const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
   const turnId = randomUUID();
-  expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'orphan' })).toBe('ok');
+  expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'orphan' }, 1 << 20)).toBe('ok');
   const lateReaper = testReaper({ clock: () => Date.now() + 5000 });
   expect(await lateReaper.pass()).toBe(1);
   expect((await request(api.app).get(`/sessions/${id}`)).body).toMatchObject({
@@ -158,7 +158,9 @@ it('after a Redis outage, leases that expired meanwhile wait one lease time: a l
   const turn = async (worker: WorkerRegistration) => {
     const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
     const turnId = randomUUID();
-    expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'through the outage' })).toBe('ok');
+    expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'through the outage' }, 1 << 20)).toBe(
+      'ok',
+    );
     await worker.acquireLease(id, turnId, '{}');
     return id;
   };

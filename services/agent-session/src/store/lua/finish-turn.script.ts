@@ -2,7 +2,7 @@ import { luaScript } from '@tollway/accounts';
 
 /**
  * Ends a turn compare-and-set: only while the session is running this very turn. Success
- * appends the turn's messages and goes idle with `response`; error goes to error with the
+ * appends the turn's messages (adding their bytes to `history_bytes`) and goes idle with `response`; error goes to error with the
  * message and appends nothing, keeping the `response` of the last successful turn. Publishes the
  * session event that wakes long-polls, carrying the outcome (`response` JSON, and `error` on an
  * error) so a woken long-poll answers without reading the session.
@@ -20,9 +20,12 @@ if s[1] ~= 'running' or s[2] ~= ARGV[2] then return 'stale' end
 local status = 'error'
 if ARGV[5] == 'success' then
   status = 'idle'
+  local bytes = 0
+  for i = 7, #ARGV do bytes = bytes + #ARGV[i] end
   for i = 7, #ARGV, 1000 do
     redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
+  redis.call('HINCRBY', KEYS[1], 'history_bytes', bytes)
   redis.call('HSET', KEYS[1], 'status', 'idle', 'response', ARGV[6], 'updated_at', ARGV[3])
 else
   redis.call('HSET', KEYS[1], 'status', 'error', 'error', ARGV[6], 'updated_at', ARGV[3])
