@@ -118,6 +118,14 @@ describe('docker-compose.yml', () => {
     expect(environment('agent-session-worker').GATEWAY_API_KEY).toMatch(/^\$\{SERVICE_API_KEY:-/);
   });
 
+  it("the session API signs and checks webhooks as the workers do: its reaper sends the webhooks of a dead worker's turns", () => {
+    const environment = (name: string) => Object.fromEntries(services)[name]!.environment ?? {};
+    for (const variable of ['WEBHOOK_SIGNING_SECRET', 'WEBHOOK_ALLOWED_HOSTS']) {
+      expect(environment('agent-session-api')[variable]).toBe(`\${${variable}:-}`);
+      expect(environment('agent-session-worker')[variable]).toBe(`\${${variable}:-}`);
+    }
+  });
+
   it('the gateway image CMD and the API image CMD are the ones compose runs', () => {
     for (const name of ['inference-gateway', 'agent-session-api']) {
       const service = compose.services[name]!;
