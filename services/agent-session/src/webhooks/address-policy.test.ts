@@ -22,6 +22,9 @@ describe('AddressPolicy', () => {
     '::ffff:127.0.0.1',
     '::ffff:10.0.0.1',
     '64:ff9b::a00:1',
+    '::7f00:1', // [::127.0.0.1] in a URL, as the lookup sees it
+    '::a00:1',
+    '::808:808', // IPv4-compatible, deprecated: refused even around a public address
   ])('refuses %s by default', (address) => {
     expect(strict.allowsAddress(address)).toBe(false);
   });

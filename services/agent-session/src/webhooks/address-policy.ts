@@ -5,7 +5,8 @@ import ipaddr from 'ipaddr.js';
 /**
  * Which addresses a webhook may be delivered to. Only public unicast addresses are allowed:
  * loopback, private, carrier-grade NAT, link-local, unique-local, multicast, broadcast, unspecified
- * and reserved ranges (IPv4 and IPv6, an IPv4-mapped IPv6 address judged as its IPv4 address) are
+ * and reserved ranges (IPv4 and IPv6, an IPv4-mapped IPv6 address judged as its IPv4 address, the
+ * deprecated IPv4-compatible ::/96 refused whatever it embeds) are
  * refused unless the allow-list (`WEBHOOK_ALLOWED_HOSTS`: host names, addresses and CIDRs) permits them.
  */
 export class AddressPolicy {
@@ -34,13 +35,17 @@ export class AddressPolicy {
   allowsAddress(address: string): boolean {
     if (!ipaddr.isValid(address)) return false;
     let parsed = ipaddr.parse(address);
+    // ::/96, the deprecated IPv4-compatible form (RFC 4291 2.5.5.1): `[::127.0.0.1]` in a URL
+    // reaches the lookup as `::7f00:1`, which ipaddr.js calls unicast. Refused whatever it embeds.
+    const ipv4Compatible =
+      parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).parts.slice(0, 6).every((part) => part === 0);
     if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
       parsed = (parsed as ipaddr.IPv6).toIPv4Address();
     }
     for (const [network, bits] of this.ranges) {
       if (network.kind() === parsed.kind() && parsed.match(network, bits)) return true;
     }
-    return parsed.range() === 'unicast';
+    return !ipv4Compatible && parsed.range() === 'unicast';
   }
 
   /**
