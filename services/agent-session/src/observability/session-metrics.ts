@@ -1,4 +1,4 @@
-import { Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { observeScriptCalls } from '@tollway/accounts';
 import { SESSION_STATUSES, type SessionStatus } from '@tollway/contracts';
 import type { ChatCallEnd } from '../agents/gateway-client';
@@ -62,14 +62,36 @@ export interface ApiMetricsSources {
  */
 export function registerApiMetrics(registry: Registry, sources: ApiMetricsSources): void {
   const registers = [registry];
+  const readErrors = new Counter({
+    name: 'tollway_metrics_read_errors_total',
+    help: 'Scrapes that could not read a gauge from Redis, by gauge; the gauge is left out of that scrape',
+    labelNames: ['gauge'],
+    registers,
+  });
+  /**
+   * Reads a Redis-backed gauge for a scrape. When Redis cannot answer (an outage, a reply timeout)
+   * the gauge is left out of this scrape instead of failing it: the process's other series are
+   * what an operator needs most during an outage.
+   */
+  const fromRedis = async (name: string, gauges: Gauge[], read: () => Promise<void>) => {
+    try {
+      await read();
+    } catch {
+      for (const gauge of gauges) gauge.reset();
+      // A scrape collects every metric at once, so this count shows from the next scrape on.
+      readErrors.inc({ gauge: name });
+    }
+  };
   new Gauge({
     name: 'tollway_sessions',
     help: 'Sessions held, by status (idle, running, error)',
     labelNames: ['status'],
     registers,
-    async collect() {
-      const counts = await sources.sessionsByStatus();
-      for (const status of SESSION_STATUSES) this.set({ status }, counts[status]);
+    collect() {
+      return fromRedis('tollway_sessions', [this], async () => {
+        const counts = await sources.sessionsByStatus();
+        for (const status of SESSION_STATUSES) this.set({ status }, counts[status]);
+      });
     },
   });
   new Gauge({
@@ -77,11 +99,13 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
     help: 'Agent-turn jobs in the queue, by state (waiting, active, delayed)',
     labelNames: ['state'],
     registers,
-    async collect() {
-      const counts = await sources.queueCounts();
-      this.set({ state: 'waiting' }, counts.waiting);
-      this.set({ state: 'active' }, counts.active);
-      this.set({ state: 'delayed' }, counts.delayed);
+    collect() {
+      return fromRedis('tollway_turn_queue_jobs', [this], async () => {
+        const counts = await sources.queueCounts();
+        this.set({ state: 'waiting' }, counts.waiting);
+        this.set({ state: 'active' }, counts.active);
+        this.set({ state: 'delayed' }, counts.delayed);
+      });
     },
   });
   const running = new Gauge({
@@ -93,12 +117,15 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
     name: 'tollway_workers_max',
     help: 'Configured worker processes (max_workers), cluster-wide',
     registers,
-    async collect() {
-      const stats = await sources.workerStats();
-      this.set(stats.maxWorkers);
-      running.set(stats.runningWorkers);
+    collect() {
+      return fromRedis('tollway_workers_max', [this, running], async () => {
+        const stats = await sources.workerStats();
+        this.set(stats.maxWorkers);
+        running.set(stats.runningWorkers);
+      });
     },
   });
+
   new Gauge({
     name: 'tollway_long_poll_waiters',
     help: 'GET /sessions/{id}?wait=true requests waiting in this process',

@@ -8,6 +8,8 @@ import { SessionEventHub } from '../../src/store/session-event-hub';
 import { SessionStore } from '../../src/store/session-store';
 import { TurnQueueProducer } from '../../src/store/turn-queue';
 import { readWorkerStats } from '../../src/worker/worker-registry';
+import { createMetricsRegistry } from '@tollway/telemetry';
+import { registerApiMetrics } from '../../src/observability/session-metrics';
 
 /**
  * A Redis outage, hung (SIGSTOP) or gone (SIGKILL): the session API answers 503 in its error
@@ -32,7 +34,15 @@ beforeAll(async () => {
   hub = new SessionEventHub(subscriber, prefix);
   await hub.start();
   turnQueue = new TurnQueueProducer(queue, prefix);
+  const registry = createMetricsRegistry('outage-test');
+  registerApiMetrics(registry, {
+    sessionsByStatus: () => store.countByStatus(),
+    queueCounts: () => turnQueue.counts(),
+    workerStats: () => readWorkerStats(redis, prefix),
+    longPollWaiters: () => hub.size,
+  });
   const app = buildApp({
+    metricsRegistry: registry,
     redis,
     store,
     hub,
@@ -87,6 +97,17 @@ describe('session API during a Redis outage', () => {
     expect(Math.min(...times)).toBeLessThan(1000);
     expect(Math.max(...times)).toBeLessThan(2500);
     expect((await fetch(`${baseUrl}/readyz`)).status).toBe(503);
+    // /metrics still answers: the series Redis holds are left out and counted as read errors,
+    // the process's own are there.
+    // A scrape collects every metric at once, so the errors of one show in the next.
+    expect((await fetch(`${baseUrl}/metrics`)).status).toBe(200);
+    const scrape = await fetch(`${baseUrl}/metrics`);
+    expect(scrape.status).toBe(200);
+    const text = await scrape.text();
+    expect(text).toMatch(/^process_cpu_seconds_total\{/m);
+    expect(text).toMatch(/^tollway_long_poll_waiters\{/m);
+    expect(text).not.toMatch(/^tollway_sessions\{/m);
+    expect(text).toMatch(/^tollway_metrics_read_errors_total\{[^}]*gauge="tollway_sessions"[^}]*\} [1-9]/m);
     await start();
     const deadline = Date.now() + 15_000;
     while ((await timedCreate()).status !== 201) {
