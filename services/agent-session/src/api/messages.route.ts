@@ -34,11 +34,21 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
       });
     } catch (err) {
       // Nothing accepted is silently lost: the turn ends in error (compare-and-set) before the 503.
-      deps.logger.error('turn not queued', { session_id: sessionId, turn_id: turnId, err: (err as Error).message });
-      await deps.store
+      // An enqueue whose answer was lost (a reply timeout while the process stalled) may have
+      // reached Redis: if a worker has taken the turn meanwhile, the compare-and-set finds it no
+      // longer running this turn, and the message was accepted after all.
+      const ended = await deps.store
         .finishTurn(sessionId, turnId, { kind: 'error', error: 'The message could not be queued for a worker.' })
-        .catch(() => undefined);
-      throw sessionErrors.turnNotQueued(err);
+        .catch(() => 'unknown' as const);
+      if (ended !== 'stale') {
+        deps.logger.error('turn not queued', { session_id: sessionId, turn_id: turnId, err: (err as Error).message });
+        throw sessionErrors.turnNotQueued(err);
+      }
+      deps.logger.warn('turn queued though the queue reported an error; a worker took it', {
+        session_id: sessionId,
+        turn_id: turnId,
+        err: (err as Error).message,
+      });
     }
     const response: MessageResponse = { session_id: sessionId, status: 'running' };
     res.status(202).location(sessionLocation(sessionId)).json(response);

@@ -2,6 +2,7 @@ import { Queue } from 'bullmq';
 import request from 'supertest';
 import { AGENT_TURN_QUEUE, AgentTurnJob, MessageResponse } from '@tollway/contracts';
 import { turnQueuePrefix, TurnQueueProducer } from '../../src/store/turn-queue';
+import type { TurnQueue } from '../../src/api/route-deps';
 import { Redis } from 'ioredis';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from './api-harness';
 
@@ -154,6 +155,33 @@ describe('POST /sessions/{id}/messages', () => {
       expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
     } finally {
       await broken.close();
+    }
+  });
+
+  it('answers 202 when the queue reported an error but a worker took the turn all the same', async () => {
+    // A reply lost to a timeout: the job reached the queue, and a worker ran the turn before the
+    // API heard of the error. A 503 would tell the client to send again a message already answered.
+    const real: { queue?: TurnQueue } = {};
+    const lostReply: TurnQueue = {
+      async enqueue(job) {
+        await real.queue!.enqueue(job);
+        await api.store.finishTurn(job.session_id, job.turn_id, {
+          kind: 'success',
+          response: { role: 'assistant', content: 'done' },
+          append: [{ role: 'assistant', content: 'done' }],
+        });
+        throw new Error('Command timed out');
+      },
+    };
+    const flaky = await startReplica(prefix, { turnQueue: lostReply });
+    real.queue = flaky.turnQueue;
+    try {
+      const id = (await request(flaky.app).post('/sessions')).body.session_id as string;
+      const res = await request(flaky.app).post(`/sessions/${id}/messages`).send({ content: 'answered?' });
+      expect(res.status).toBe(202);
+      expect((await request(flaky.app).get(`/sessions/${id}`)).body).toMatchObject({ status: 'idle' });
+    } finally {
+      await flaky.close();
     }
   });
 });
