@@ -6,6 +6,20 @@ import { orgOf } from './auth';
 import type { SessionRouteDeps } from './route-deps';
 import { sessionErrors } from './session-errors';
 import { requestTraceparent } from '../observability/request-telemetry.middleware';
+import { JOB_LOST_ERROR } from '../worker/turn-reaper';
+
+/**
+ * A send that took longer than this between its start script and its job is checked once more: a
+ * reaper ends a running turn without a job only after WORKER_LEASE_TTL_MS (5 s by default), so a
+ * send quicker than this cannot have been reaped.
+ */
+const STALL_CHECK_MS = 1000;
+
+/** True when the session is in error because a reaper found its turn without a job. */
+async function reapedAsLost(deps: SessionRouteDeps, sessionId: string, org: string | null): Promise<boolean> {
+  const session = await deps.store.get(sessionId, org).catch(() => null);
+  return session?.status === 'error' && session.error === JOB_LOST_ERROR;
+}
 
 /** `/sessions/{id}/messages`: send a message (starts a background turn) and read the history. */
 export function messagesRouter(deps: SessionRouteDeps): Router {
@@ -19,6 +33,7 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
     const org = orgOf(res);
     const turnId = randomUUID();
     const message = toStoredMessage(body.data);
+    const startedAt = performance.now();
     const started = await deps.store.startTurn(sessionId, org, turnId, message, deps.maxHistoryBytes);
     if (started === 'missing') throw sessionErrors.notFound(sessionId);
     if (started === 'busy') throw sessionErrors.busy(sessionId);
@@ -49,6 +64,11 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
         turn_id: turnId,
         err: (err as Error).message,
       });
+    }
+    if (performance.now() - startedAt > STALL_CHECK_MS && (await reapedAsLost(deps, sessionId, org))) {
+      // The process stalled between the two steps long enough for a reaper to end the turn as one
+      // whose job was lost; the job added since is stale and no worker will run it.
+      throw sessionErrors.turnNotQueued(new Error('the turn was reaped before its job was added'));
     }
     const response: MessageResponse = { session_id: sessionId, status: 'running' };
     res.status(202).location(sessionLocation(sessionId)).json(response);

@@ -3,6 +3,7 @@ import request from 'supertest';
 import { AGENT_TURN_QUEUE, AgentTurnJob, MessageResponse } from '@tollway/contracts';
 import { turnQueuePrefix, TurnQueueProducer } from '../../src/store/turn-queue';
 import type { TurnQueue } from '../../src/api/route-deps';
+import { JOB_LOST_ERROR } from '../../src/worker/turn-reaper';
 import { Redis } from 'ioredis';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from './api-harness';
 
@@ -155,6 +156,31 @@ describe('POST /sessions/{id}/messages', () => {
       expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
     } finally {
       await broken.close();
+    }
+  });
+
+  it('answers 503 when the process stalled so long that a reaper ended the turn before its job was added', async () => {
+    // The API stopped (SIGSTOP, a long GC) between the start script and the job: past the lease
+    // TTL a reaper finds a running turn without a job and ends it. The job added after is stale, so
+    // a 202 would promise a turn no worker will run.
+    const real: { queue?: TurnQueue } = {};
+    const stalled: TurnQueue = {
+      async enqueue(job) {
+        await api.store.finishTurn(job.session_id, job.turn_id, { kind: 'error', error: JOB_LOST_ERROR });
+        await new Promise((resolve) => setTimeout(resolve, 1100));
+        await real.queue!.enqueue(job);
+      },
+    };
+    const slow = await startReplica(prefix, { turnQueue: stalled });
+    real.queue = slow.turnQueue;
+    try {
+      const id = (await request(slow.app).post('/sessions')).body.session_id as string;
+      const res = await request(slow.app).post(`/sessions/${id}/messages`).send({ content: 'reaped?' });
+      expect(res.status).toBe(503);
+      expect(res.body.error.code).toBe('turn_not_queued');
+      expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
+    } finally {
+      await slow.close();
     }
   });
 
