@@ -58,7 +58,13 @@ describe('ChunkNormaliser', () => {
     normaliser.accept(chunk([{ index: 0, delta: { content: 'again' }, finish_reason: 'length' }]), out);
     normaliser.accept(passthrough.replace('"index":1', '"index":0'), out);
     normaliser.accept(passthrough, out);
-    normaliser.accept(chunk([{ index: 1, delta: {}, finish_reason: 'stop' }]), out);
+    normaliser.accept(
+      chunk([
+        { index: 1, delta: {}, finish_reason: 'stop' },
+        { index: 1, delta: { content: 'same chunk' }, finish_reason: null },
+      ]),
+      out,
+    );
     normaliser.accept(chunk([{ index: 1, delta: { content: 'after' }, finish_reason: 'stop' }]), out);
     normaliser.finish(out);
     const parsed = out.map((item) => (typeof item === 'string' ? (JSON.parse(item) as ChatCompletionChunk) : item));

@@ -74,15 +74,29 @@ export class ChunkNormaliser {
       for (const choice of chunk.choices) if (choice.delta) delete choice.delta.role;
       delete chunk[RAW_JSON];
     }
-    if (this.finished !== null && !this.dropFinishedChoices(chunk)) return;
     if (normaliseFinishReasons(chunk.choices)) delete chunk[RAW_JSON];
     let finishing = false;
-    for (const choice of chunk.choices) {
+    /** The choices kept, once one is dropped: what an engine sends for a choice after its finish. */
+    let kept: ChunkChoice[] | null = null;
+    const choices = chunk.choices;
+    for (let i = 0; i < choices.length; i++) {
+      const choice = choices[i] as ChunkChoice;
+      if (this.finished?.has(choice.index)) {
+        kept ??= choices.slice(0, i);
+        continue;
+      }
       if (choice.finish_reason) {
         finishing = true;
         (this.finished ??= new Set()).add(choice.index);
       }
       this.count(choice);
+      kept?.push(choice);
+    }
+    if (kept !== null) {
+      // A choice ends with the chunk that carries its finish_reason (in this chunk or before).
+      if (kept.length === 0) return;
+      chunk.choices = kept;
+      delete chunk[RAW_JSON];
     }
     if (finishing) {
       if ('usage' in chunk) dropUsage(chunk);
@@ -135,20 +149,6 @@ export class ChunkNormaliser {
     const prompt = latest?.prompt_tokens ?? this.promptTokens;
     const completion = Math.max(latest?.completion_tokens ?? 0, this.pieces);
     return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
-  }
-
-  /**
-   * Takes out of `chunk` the choices that already finished: a choice ends with the one chunk that
-   * carries its `finish_reason`, so a second finish or text after it is the engine's error, not
-   * the client's answer. False when no choice is left (nothing to send).
-   */
-  private dropFinishedChoices(chunk: EngineChunk): boolean {
-    const finished = this.finished as Set<number>;
-    const open = chunk.choices.filter((choice) => !finished.has(choice.index));
-    if (open.length === chunk.choices.length) return true;
-    chunk.choices = open;
-    delete chunk[RAW_JSON];
-    return open.length > 0;
   }
 
   private count(choice: ChunkChoice): void {
