@@ -7,7 +7,7 @@ import type { ChatObservation } from '../observability/chat-observation';
 import { ChunkNormaliser } from '../streaming/chunk-normaliser';
 import type { LiveRelays } from '../streaming/live-relays';
 import { relayStream, SSE_HEADERS } from '../streaming/sse-relay';
-import { countTextTokens } from '../tokenizer/count-tokens';
+import { countTextTokensUpTo } from '../tokenizer/count-tokens';
 import { usableUsage, type UsageBounds } from './usage-bounds';
 
 /** One admitted chat completion on its way to an engine. */
@@ -173,7 +173,7 @@ function completionUsage(
     text += choice.message?.reasoning_content ?? '';
     if (choice.message?.tool_calls) text += JSON.stringify(choice.message.tool_calls);
   }
-  const counted = Math.min(countTextTokens(text), admitted.usageBounds.maxCompletionTokens);
+  const counted = countTextTokensUpTo(text, admitted.usageBounds.maxCompletionTokens);
   return { settled: { prompt_tokens: admitted.inputTokens, completion_tokens: counted }, replaced: true };
 }
 

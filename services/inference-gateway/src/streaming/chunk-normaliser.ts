@@ -1,7 +1,7 @@
 import type { ChatCompletionChunk, ChunkChoice, Usage } from '@tollway/contracts';
 import type { SettledUsage } from '../admission/admission.types';
 import { RAW_JSON, type EngineChunk, type StreamItem } from '../engines/engine.types';
-import { countTextTokens } from '../tokenizer/count-tokens';
+import { countTextTokensUpTo } from '../tokenizer/count-tokens';
 import { normaliseFinishReasons } from './finish-reason';
 import { UNBOUNDED, usableUsage, type UsageBounds } from '../completions/usage-bounds';
 
@@ -123,8 +123,9 @@ export class ChunkNormaliser {
     if (usage) return { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens };
     // The text is kept only while no usage came; a usage that came but could not be used (see
     // latestUsage) leaves the pieces relayed, at least a token each.
-    const counted = Math.max(countTextTokens(this.text.join('')), this.pieces);
-    return { prompt_tokens: this.promptTokens, completion_tokens: Math.min(counted, this.bounds.maxCompletionTokens) };
+    const limit = this.bounds.maxCompletionTokens;
+    const counted = Math.max(countTextTokensUpTo(this.text.join(''), limit), this.pieces);
+    return { prompt_tokens: this.promptTokens, completion_tokens: Math.min(counted, limit) };
   }
 
   private totals(): Usage {

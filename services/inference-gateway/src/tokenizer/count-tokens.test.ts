@@ -1,6 +1,12 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { countPromptTokens, countPromptTokensFairly, countTextTokens, PromptTokenCounter } from './count-tokens';
+import {
+  countPromptTokens,
+  countPromptTokensFairly,
+  countTextTokens,
+  countTextTokensUpTo,
+  PromptTokenCounter,
+} from './count-tokens';
 
 describe('token counting', () => {
   it('counts text with cl100k_base', () => {
@@ -63,6 +69,23 @@ describe('token counting', () => {
     for (let round = 0; round < 60; round++) countTextTokens(text());
     gc();
     expect(process.memoryUsage().heapUsed - before).toBeLessThan(8 * 1024 * 1024);
+  });
+
+  it('counts up to a limit: exact below it, and no further than it, however long the text', () => {
+    const words = ['alpha', 'beta', 'gamma', 'delta', 'river'];
+    let text = '';
+    for (let i = 0; text.length < 400_000; i++) text += `${words[(i * 3) % words.length]} `;
+    const full = countTextTokens(text);
+    expect(countTextTokensUpTo(text, full + 10)).toBe(full);
+    expect(countTextTokensUpTo(text, 100)).toBe(100);
+    expect(countTextTokensUpTo('', 5)).toBe(0);
+    // It stops after the first slice instead of counting 400,000 characters.
+    const started = performance.now();
+    for (let i = 0; i < 5; i++) countTextTokens(text);
+    const whole = performance.now() - started;
+    const cutStarted = performance.now();
+    for (let i = 0; i < 5; i++) countTextTokensUpTo(text, 100);
+    expect(performance.now() - cutStarted).toBeLessThan(whole / 3);
   });
 
   it('counts runs exactly when they repeat', () => {

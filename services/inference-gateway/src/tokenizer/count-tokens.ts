@@ -158,6 +158,22 @@ export class PromptTokenCounter {
   }
 }
 
+/**
+ * A text's tokens up to `limit`: counted slice by slice (as countTextFairly cuts them) and no
+ * further once `limit` is reached. For an answer an engine sent without usage, whose count is cut
+ * to the request's bounds anyway: a broken engine's 12 MB answer would otherwise hold the event
+ * loop for seconds, where this stops after about as many characters as tokens were allowed.
+ */
+export function countTextTokensUpTo(text: string, limit: number): number {
+  let total = 0;
+  for (let from = 0; from < text.length && total < limit;) {
+    const to = sliceEnd(text, from);
+    total += countTextTokens(text.slice(from, to));
+    from = to;
+  }
+  return Math.min(total, limit);
+}
+
 /** A text's tokens counted in slices of about 32 KiB, with a turn of the event loop after each. */
 async function countTextFairly(text: string): Promise<number> {
   let total = 0;
