@@ -9,6 +9,8 @@ describe('DisplayName (organization and key names)', () => {
     ['tab\u00a0nbsp'],
     ['שלום עולם'],
     ['مرحبا Acme'],
+    ['👨\u200D👩\u200D👧 family'],
+    ['می\u200Cخواهم'],
   ])('accepts %p', (name) => {
     expect(DisplayName.safeParse(name).success).toBe(true);
   });
@@ -29,6 +31,10 @@ describe('DisplayName (organization and key names)', () => {
     ['a left-to-right isolate', 'a\u2066b'],
     ['a right-to-left mark', 'a\u200Fb'],
     ['an Arabic letter mark', 'a\u061Cb'],
+    ['a line separator', 'a\u2028b'],
+    ['a paragraph separator', 'a\u2029b'],
+    ['a zero-width space', 'Ac\u200Bme'],
+    ['a byte order mark', '\uFEFFAcme'],
   ])('refuses %s', (_what, name) => {
     expect(DisplayName.safeParse(name).success).toBe(false);
   });

@@ -23,13 +23,16 @@ export type Budgets = z.infer<typeof Budgets>;
 
 /**
  * A name people read in the console and the CLI: 1-200 characters, not only spaces, with no
- * control characters (they would break a terminal or a log line), no bidirectional formatting
- * characters (an override such as U+202E shows a name as other text than it is, the "Trojan
- * Source" trick; Unicode's bidi algorithm still lays out Arabic or Hebrew names without them) and
+ * control characters (they would break a terminal or a log line), no line or paragraph separators
+ * (U+2028, U+2029: the same), no bidirectional formatting characters (an override such as U+202E
+ * shows a name as other text than it is, the "Trojan Source" trick; Unicode's bidi algorithm still
+ * lays out Arabic or Hebrew names without them), no invisible zero-width space, word joiner or
+ * U+FEFF (two names that look alike; the joiners U+200C and U+200D stay, Persian and emoji need them) and
  * no lone surrogates (which no store keeps as they came: a name is read back as it was written).
  */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const BIDI_FORMATTING = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/;
+const INVISIBLE_OR_SEPARATOR = /[\u200B\u2028\u2029\u2060\uFEFF]/;
 export const DisplayName = z
   .string()
   .min(1)
@@ -38,6 +41,9 @@ export const DisplayName = z
   // eslint-disable-next-line no-control-regex -- control characters are what is refused
   .refine((name) => !/[\u0000-\u001f\u007f-\u009f]/.test(name), { message: 'must not contain control characters' })
   .refine((name) => !BIDI_FORMATTING.test(name), { message: 'must not contain bidirectional formatting characters' })
+  .refine((name) => !INVISIBLE_OR_SEPARATOR.test(name), {
+    message: 'must not contain line separators or invisible characters (U+200B, U+2060, U+FEFF)',
+  })
   .refine((name) => !LONE_SURROGATE.test(name), { message: 'must be well-formed Unicode (no lone surrogates)' });
 
 /** Body of `POST /admin/v1/organizations`; `id` is generated when absent. */
