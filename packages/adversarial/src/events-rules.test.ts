@@ -67,6 +67,22 @@ describe('eventsRuleBreak', () => {
     ['an error event where the engine is healthy', sse(ROLE, TOKEN, ERROR), /rule 6/],
     ['a frame cut off', sse(ROLE, TOTALS, '[DONE]').slice(0, -1), /cut off/],
     ['nothing before [DONE]', sse('[DONE]'), /rule 2/],
+    ['a negative count', sse(ROLE, chunk(JSON.parse(TOKEN).choices, { usage: usage(-1) }), TOTALS, '[DONE]'), /rule 4/],
+    [
+      'text after the finish, in a later chunk',
+      sse(ROLE, FINISH, TOKEN, TOTALS, '[DONE]'),
+      /after the chunk that carries its finish_reason/,
+    ],
+    [
+      'text after the finish, in the same chunk',
+      sse(
+        ROLE,
+        chunk([...JSON.parse(FINISH).choices, { index: 0, delta: { content: 'z' }, finish_reason: null }]),
+        TOTALS,
+        '[DONE]',
+      ),
+      /after the chunk that carries its finish_reason/,
+    ],
   ])('names the broken rule: %s', (_name, body, rule) => {
     expect(judge(body)).toMatch(rule);
   });

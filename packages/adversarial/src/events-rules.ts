@@ -57,9 +57,17 @@ export function eventsRuleBreak({ body, mayBreak }: RelayedStream): string | nul
   if (!opensWithRole(first.choices as unknown[]) || 'usage' in first)
     return `rule 2: the first chunk is not the role delta without usage: ${quote(payloads[0] ?? '')}`;
   const totals = done ? chunks.pop() : undefined;
+  /** Choices whose finish_reason was sent: a choice ends with the chunk that carries it. */
+  const finished = new Set<unknown>();
   for (const [i, chunk] of chunks.entries()) {
-    if (i === 0) continue;
     const choices = chunk.choices as unknown[];
+    for (const choice of choices) {
+      if (!isRecord(choice)) continue;
+      if (finished.has(choice.index))
+        return `a choice goes on after the chunk that carries its finish_reason: ${quote(payloads[i] ?? '')}`;
+      if (typeof choice.finish_reason === 'string') finished.add(choice.index);
+    }
+    if (i === 0) continue;
     if (choices.length === 0) return `rule 5: a chunk with empty choices before the last: ${quote(payloads[i] ?? '')}`;
     if (choices.some((choice) => isRecord(choice) && typeof choice.finish_reason === 'string')) {
       if ('usage' in chunk) return `rule 3: the finish chunk carries usage: ${quote(payloads[i] ?? '')}`;
@@ -85,11 +93,13 @@ function opensWithRole(choices: unknown[]): boolean {
 
 function isUsage(value: unknown): value is { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
   return (
-    isRecord(value) &&
-    Number.isSafeInteger(value.prompt_tokens) &&
-    Number.isSafeInteger(value.completion_tokens) &&
-    Number.isSafeInteger(value.total_tokens)
+    isRecord(value) && isCount(value.prompt_tokens) && isCount(value.completion_tokens) && isCount(value.total_tokens)
   );
+}
+
+/** A token count: a non-negative safe integer. */
+export function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
 }
 
 function isErrorEnvelope(payload: string): boolean {

@@ -22,6 +22,11 @@ export const HOSTILE_BEHAVIOURS = [
   // 400-digit wait, a negative one, a date in year 0, garbage), 401 and 413 with bodies quoting a
   // key, and a 422 refusing a parameter, each as raw bytes (node would not write some headers).
   'refuses',
+  // A well-formed answer whose usage lies, in turn 1e308, counts that are not counts (-5, 1.5,
+  // "lots") and 2^40: the gateway must bill and show only counts within the request's bounds. Its
+  // streams also send a second finish and text for a choice after its finish_reason, in the finish
+  // chunk and after it, which the gateway must drop.
+  'lying',
   // The control: an engine that answers well, as vLLM does (every event a write of its own, usage
   // on every chunk when asked), so the gateway's path for a healthy engine over HTTP (the passthrough
   // of its chunks, its usage billed, its replica given back after [DONE]) meets hostile clients too.
@@ -33,6 +38,8 @@ export type HostileBehaviour = (typeof HOSTILE_BEHAVIOURS)[number];
 export const hostileModelId = (behaviour: HostileBehaviour): string => `hostile/${behaviour}`;
 /** The model of the faithful engine, whose streams must end with [DONE] like every healthy one. */
 export const FAITHFUL_MODEL = hostileModelId('faithful');
+/** The model of the engine whose answers are well formed but whose usage lies. */
+export const LYING_MODEL = hostileModelId('lying');
 /** The model of the engine that only refuses, with hostile retry headers and a key in its message. */
 export const REFUSING_MODEL = hostileModelId('refuses');
 /** True for the catalog id of a hostile engine's model. */
@@ -156,6 +163,41 @@ async function faithful(body: string, res: ServerResponse): Promise<void> {
   res.end();
 }
 
+/** The usages `lying` answers with in turn. */
+const LIES: readonly object[] = [
+  { prompt_tokens: 1e308, completion_tokens: 1e308, total_tokens: 1e308 },
+  { prompt_tokens: -5, completion_tokens: 1.5, total_tokens: 'lots' },
+  { prompt_tokens: 2 ** 40, completion_tokens: 2 ** 40, total_tokens: 2 ** 41 },
+];
+let lies = 0;
+
+/** A well-formed answer with `usage` that lies, and in a stream, a choice that goes on after its finish. */
+function lying(stream: boolean, res: ServerResponse): void {
+  const usage = LIES[lies++ % LIES.length];
+  const head = { id: 'chatcmpl-lying', created: 1767225600, model: 'lying' };
+  if (!stream) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    const message = { role: 'assistant', content: 'ok ok' };
+    const choices = [{ index: 0, message, logprobs: null, finish_reason: 'stop' }];
+    return void res.end(JSON.stringify({ ...head, object: 'chat.completion', choices, usage }));
+  }
+  const chunk = (choices: object[], extra: object = {}) =>
+    `data: ${JSON.stringify({ ...head, object: 'chat.completion.chunk', choices, ...extra })}\n\n`;
+  const choice = (content: string | null, finish: string | null) => ({
+    index: 0,
+    delta: content === null ? {} : { content },
+    logprobs: null,
+    finish_reason: finish,
+  });
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  res.write(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]));
+  res.write(chunk([choice('ok', null)], { usage }));
+  res.write(chunk([choice(' ok', 'stop'), choice(' after the finish', null)]));
+  res.write(chunk([choice(' more', 'length')], { usage }));
+  res.write(chunk([], { usage }));
+  res.end('data: [DONE]\n\n');
+}
+
 /** The refusals `refuses` answers in turn: status and extra header lines. */
 const REFUSALS: ReadonlyArray<[number, string]> = [
   [429, `retry-after-ms: ${'9'.repeat(400)}\r\nretry-after: ${'9'.repeat(400)}\r\n`],
@@ -198,6 +240,8 @@ async function answer(behaviour: string, body: string, res: ServerResponse): Pro
   switch (behaviour as HostileBehaviour) {
     case 'faithful':
       return faithful(body, res);
+    case 'lying':
+      return lying(body.includes('"stream":true'), res);
     case 'refuses':
       return refuse(res);
     case 'huge-json':
@@ -246,10 +290,10 @@ async function answer(behaviour: string, body: string, res: ServerResponse): Pro
 export async function startHostileEngine(): Promise<{ port: number; server: Server }> {
   const server = createServer((req, res) => {
     const behaviour = (req.url ?? '').split('/')[1] ?? '';
-    // Only the faithful engine reads the request (the gateway's requests are small and bounded).
+    // Only the faithful and lying engines read the request (the gateway's requests are small and bounded).
     const body: Buffer[] = [];
     req.on('data', (part: Buffer) => {
-      if (behaviour === 'faithful') body.push(part);
+      if (behaviour === 'faithful' || behaviour === 'lying') body.push(part);
     });
     req.on('end', () => {
       // Any GET is the readiness probe's model list.

@@ -1,6 +1,6 @@
 import { answerOf, CHAT_CASE } from './case-fixtures';
 import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM } from './endpoints';
-import { FAITHFUL_MODEL, REFUSING_MODEL } from './hostile-engine';
+import { FAITHFUL_MODEL, LYING_MODEL, REFUSING_MODEL } from './hostile-engine';
 import type { FuzzCase } from './fuzz-case';
 import { judgeAnswer } from './oracles';
 import type { Outcome } from './raw-http';
@@ -114,6 +114,27 @@ describe('judgeAnswer on a 200 chat completion', () => {
   it('leaves other paths and answers cut short alone', () => {
     expect(rules({ ...base, target: '/v1/models' }, answer(200, { object: 'list', data: [] }))).toEqual([]);
     expect(rules(base, answer(200, '{"id":', 'application/json', 1_000_000))).toEqual([]);
+  });
+});
+
+describe("judgeAnswer on the lying engine's answers", () => {
+  const hostile = { ...base, endpoint: HOSTILE_ENGINE_JSON };
+  const judge = (usage: unknown) =>
+    judgeAnswer(hostile, answerOf(200, { ...COMPLETION, usage }), LYING_MODEL).map((p) => p.rule);
+
+  it('wants counts within the bounds, adding up, whatever the engine said', () => {
+    expect(judge({ prompt_tokens: 8, completion_tokens: 2, total_tokens: 10 })).toEqual([]);
+    expect(judge({ prompt_tokens: 1e308, completion_tokens: 1, total_tokens: 1e308 })).toContain('billing');
+    expect(judge({ prompt_tokens: -5, completion_tokens: 1, total_tokens: -4 })).toContain('billing');
+    expect(judge({ prompt_tokens: 2 ** 40, completion_tokens: 1, total_tokens: 2 ** 40 + 1 })).toContain('billing');
+    expect(judge({ prompt_tokens: 8, completion_tokens: 2, total_tokens: 11 })).toContain('billing');
+    // Only the lying engine's answers are judged so: its usage is the one the gateway must replace.
+    const faithful = judgeAnswer(
+      hostile,
+      answerOf(200, { ...COMPLETION, usage: { prompt_tokens: -5 } }),
+      FAITHFUL_MODEL,
+    );
+    expect(faithful.map((p) => p.rule)).not.toContain('billing');
   });
 });
 

@@ -1,7 +1,7 @@
 import { ChatCompletionResponse, EngineErrorResponse, ErrorResponse, SessionErrorResponse } from '@tollway/contracts';
 import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM, REFUSING_ENGINE_JSON, REFUSING_ENGINE_STREAM } from './endpoints';
-import { eventsRuleBreak } from './events-rules';
-import { FAITHFUL_MODEL, REFUSING_MODEL } from './hostile-engine';
+import { eventsRuleBreak, isCount } from './events-rules';
+import { FAITHFUL_MODEL, LYING_MODEL, REFUSING_MODEL } from './hostile-engine';
 import type { FuzzCase } from './fuzz-case';
 import type { Outcome } from './raw-http';
 
@@ -70,6 +70,8 @@ export function judgeAnswer(c: FuzzCase, outcome: Outcome, hostileModel?: string
   if (completion) problems.push({ rule: 'shape', detail: completion });
   const refusal = engineRefusalProblem(c, outcome, hostileModel);
   if (refusal) problems.push({ rule: 'shape', detail: refusal });
+  const lie = lyingUsageProblem(c, outcome, hostileModel);
+  if (lie) problems.push({ rule: 'billing', detail: lie });
   if (status < 300 && c.mustRefuse)
     problems.push({
       rule: 'refusal',
@@ -88,7 +90,8 @@ function eventsProblem(
   if (!(outcome.headers['content-type'] ?? '').startsWith('text/event-stream')) return null;
   if (outcome.body.length < outcome.bodyBytes) return null; // longer than the client keeps
   const hostile = c.endpoint === HOSTILE_ENGINE_JSON || c.endpoint === HOSTILE_ENGINE_STREAM;
-  return eventsRuleBreak({ body: outcome.body.toString('utf8'), mayBreak: hostile && hostileModel !== FAITHFUL_MODEL });
+  const wellFormed = hostileModel === FAITHFUL_MODEL || hostileModel === LYING_MODEL;
+  return eventsRuleBreak({ body: outcome.body.toString('utf8'), mayBreak: hostile && !wellFormed });
 }
 
 /**
@@ -110,6 +113,49 @@ function completionProblem(c: FuzzCase, outcome: Extract<Outcome, { kind: 'respo
   if (parsed.success) return null;
   const issue = parsed.error.issues[0];
   return `a 200 chat completion that is not a ChatCompletionResponse (${issue?.path.join('.') || '(root)'}: ${issue?.message}): ${snippet(outcome.body)}`;
+}
+
+/**
+ * The most tokens a request to a hostile model may be billed and shown: its context length (the
+ * catalog default) for the prompt, and that much per choice for at most 128 choices.
+ */
+const HOSTILE_CONTEXT_LENGTH = 131_072;
+
+/**
+ * What is wrong with the usage the gateway shows for an answer of the `lying` engine, whose usage
+ * is 1e308, not counts, or 2^40: the JSON answer's usage and a stream's totals must be counts
+ * within the request's bounds, total = prompt + completion. (A token chunk passed through keeps the
+ * engine's running counts, checked as counts by the Events rules; the gateway README says so.)
+ */
+function lyingUsageProblem(
+  c: FuzzCase,
+  outcome: Extract<Outcome, { kind: 'response' }>,
+  hostileModel: string | undefined,
+): string | null {
+  const hostile = c.endpoint === HOSTILE_ENGINE_JSON || c.endpoint === HOSTILE_ENGINE_STREAM;
+  if (!hostile || hostileModel !== LYING_MODEL || outcome.status !== 200) return null;
+  if (outcome.body.length < outcome.bodyBytes) return null;
+  const text = outcome.body.toString('utf8');
+  let usage: unknown;
+  try {
+    if ((outcome.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+      const frames = text.trim().split('\n\n');
+      usage = (JSON.parse(frames.at(-2)?.slice(6) ?? 'null') as { usage?: unknown } | null)?.usage;
+    } else usage = (JSON.parse(text) as { usage?: unknown }).usage;
+  } catch {
+    return null; // not JSON: the Events rules and the completion check say so
+  }
+  const u = (usage ?? {}) as Record<string, unknown>;
+  const counts = isCount(u.prompt_tokens) && isCount(u.completion_tokens) && isCount(u.total_tokens);
+  if (
+    !counts ||
+    (u.prompt_tokens as number) > HOSTILE_CONTEXT_LENGTH ||
+    (u.completion_tokens as number) > HOSTILE_CONTEXT_LENGTH * 128 ||
+    u.total_tokens !== (u.prompt_tokens as number) + (u.completion_tokens as number)
+  ) {
+    return `a lying engine's usage reached the client: ${JSON.stringify(usage)}`;
+  }
+  return null;
 }
 
 /**
