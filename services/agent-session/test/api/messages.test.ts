@@ -159,56 +159,50 @@ describe('POST /sessions/{id}/messages', () => {
     }
   });
 
+  /** Sends one message through a replica whose queue is `enqueue` around its real one (closed after). */
+  async function sendWithQueue(
+    enqueue: (job: AgentTurnJob, real: TurnQueue) => Promise<void>,
+    content: string,
+  ): Promise<{ id: string; res: request.Response }> {
+    const held: { real?: TurnQueue } = {};
+    const replica = await startReplica(prefix, { turnQueue: { enqueue: (job) => enqueue(job, held.real!) } });
+    held.real = replica.turnQueue;
+    try {
+      const id = (await request(replica.app).post('/sessions')).body.session_id as string;
+      return { id, res: await request(replica.app).post(`/sessions/${id}/messages`).send({ content }) };
+    } finally {
+      await replica.close();
+    }
+  }
+
   it('answers 503 when the process stalled so long that a reaper ended the turn before its job was added', async () => {
     // The API stopped (SIGSTOP, a long GC) between the start script and the job: past the lease
     // TTL a reaper finds a running turn without a job and ends it. The job added after is stale, so
     // a 202 would promise a turn no worker will run.
-    const real: { queue?: TurnQueue } = {};
-    const stalled: TurnQueue = {
-      async enqueue(job) {
-        await api.store.finishTurn(job.session_id, job.turn_id, { kind: 'error', error: JOB_LOST_ERROR });
-        await new Promise((resolve) => setTimeout(resolve, 1100));
-        await real.queue!.enqueue(job);
-      },
-    };
-    const slow = await startReplica(prefix, { turnQueue: stalled });
-    real.queue = slow.turnQueue;
-    try {
-      const id = (await request(slow.app).post('/sessions')).body.session_id as string;
-      const res = await request(slow.app).post(`/sessions/${id}/messages`).send({ content: 'reaped?' });
-      expect(res.status).toBe(503);
-      expect(res.body.error.code).toBe('turn_not_queued');
-      expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
-    } finally {
-      await slow.close();
-    }
+    const { id, res } = await sendWithQueue(async (job, real) => {
+      await api.store.finishTurn(job.session_id, job.turn_id, { kind: 'error', error: JOB_LOST_ERROR });
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      await real.enqueue(job);
+    }, 'reaped?');
+    expect(res.status).toBe(503);
+    expect(res.body.error.code).toBe('turn_not_queued');
+    expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
   });
 
   it('answers 202 when the queue reported an error but a worker took the turn all the same', async () => {
     // A reply lost to a timeout: the job reached the queue, and a worker ran the turn before the
     // API heard of the error. A 503 would tell the client to send again a message already answered.
-    const real: { queue?: TurnQueue } = {};
-    const lostReply: TurnQueue = {
-      async enqueue(job) {
-        await real.queue!.enqueue(job);
-        await api.store.finishTurn(job.session_id, job.turn_id, {
-          kind: 'success',
-          response: { role: 'assistant', content: 'done' },
-          append: [{ role: 'assistant', content: 'done' }],
-        });
-        throw new Error('Command timed out');
-      },
-    };
-    const flaky = await startReplica(prefix, { turnQueue: lostReply });
-    real.queue = flaky.turnQueue;
-    try {
-      const id = (await request(flaky.app).post('/sessions')).body.session_id as string;
-      const res = await request(flaky.app).post(`/sessions/${id}/messages`).send({ content: 'answered?' });
-      expect(res.status).toBe(202);
-      expect((await request(flaky.app).get(`/sessions/${id}`)).body).toMatchObject({ status: 'idle' });
-    } finally {
-      await flaky.close();
-    }
+    const { id, res } = await sendWithQueue(async (job, real) => {
+      await real.enqueue(job);
+      await api.store.finishTurn(job.session_id, job.turn_id, {
+        kind: 'success',
+        response: { role: 'assistant', content: 'done' },
+        append: [{ role: 'assistant', content: 'done' }],
+      });
+      throw new Error('Command timed out');
+    }, 'answered?');
+    expect(res.status).toBe(202);
+    expect((await request(api.app).get(`/sessions/${id}`)).body).toMatchObject({ status: 'idle' });
   });
 });
 

@@ -1,10 +1,7 @@
-import path from 'node:path';
 import { createLogger } from '@tollway/service-kit';
 import type { AgentInput } from '../../src/agents/agent.types';
 import { ChildPool } from '../../src/worker/child-pool';
-
-const childFile = path.join(__dirname, '../../src/worker/turn-child.ts');
-const echoAgent = path.join(__dirname, '../../src/agents/echo.agent.ts');
+import { ECHO_CHILD_INIT, TURN_CHILD_FILE } from './worker-harness';
 const turn = (turnId: string) => ({ turnId, sessionId: '00000000-0000-4000-8000-000000000000', orgId: null });
 const input = (content: unknown): AgentInput =>
   ({ history: [], message: { role: 'user', content }, userParams: null }) as unknown as AgentInput;
@@ -15,16 +12,9 @@ it('a turn its agent process cannot be sent fails at once, and the pool keeps it
   // the turn timeout, and a pool of one then ran nothing.
   const pool = new ChildPool({
     size: 1,
-    childFile,
+    childFile: TURN_CHILD_FILE,
     logger: createLogger({ service: 'child-pool-test', silent: true }),
-    init: {
-      agentModule: echoAgent,
-      gatewayBaseUrl: 'http://127.0.0.1:9/v1',
-      gatewayApiKey: 'unused',
-      gatewayTimeoutMs: 1000,
-      settings: { defaultModel: 'tollway/sim-chat', maxModelTries: 1, retryBaseDelayMs: 1, retryMaxDelayMs: 1 },
-      logLevel: 'error',
-    },
+    init: ECHO_CHILD_INIT,
   });
   await pool.start();
   try {

@@ -1,29 +1,24 @@
 import { once } from 'node:events';
-import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import type { ChildInit, ChildMessage, ChildRun } from '../../src/worker/child-protocol';
 import { forkNodeFile } from '../../src/worker/spawn-node';
-import { builtInAgent, completion, sendJson, startTestServer } from './worker-harness';
+import {
+  builtInAgent,
+  completion,
+  ECHO_CHILD_INIT,
+  sendJson,
+  startTestServer,
+  TURN_CHILD_FILE,
+} from './worker-harness';
 
-const childFile = path.join(__dirname, '../../src/worker/turn-child.ts');
-const echoAgent = path.join(__dirname, '../../src/agents/echo.agent.ts');
-
-const init: ChildInit = {
-  type: 'init',
-  agentModule: echoAgent,
-  gatewayBaseUrl: 'http://127.0.0.1:9/v1',
-  gatewayApiKey: 'unused',
-  gatewayTimeoutMs: 1000,
-  settings: { defaultModel: 'tollway/sim-chat', maxModelTries: 1, retryBaseDelayMs: 1, retryMaxDelayMs: 1 },
-  logLevel: 'error',
-};
+const init: ChildInit = { type: 'init', ...ECHO_CHILD_INIT };
 
 function nextMessage(child: ChildProcess): Promise<ChildMessage> {
   return once(child, 'message').then(([message]) => message as ChildMessage);
 }
 
 async function startChild(options: Partial<ChildInit> = {}): Promise<{ child: ChildProcess; stderr: () => string }> {
-  const child = forkNodeFile(childFile, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+  const child = forkNodeFile(TURN_CHILD_FILE, { stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
   let stderr = '';
   child.stderr?.on('data', (data: Buffer) => (stderr += data.toString()));
   child.send({ ...init, ...options });

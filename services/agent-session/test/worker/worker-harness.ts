@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { createLogger } from '@tollway/service-kit';
 import { freePort } from '@tollway/service-kit/testing';
+import type { ChildInit } from '../../src/worker/child-protocol';
 import { startWorker, type RunningWorker } from '../../src/worker/start-worker';
 import { loadWorkerConfig, type WorkerConfig } from '../../src/worker-config';
 
@@ -168,6 +169,19 @@ export function fixtureAgent(name: string): string {
 export function builtInAgent(name: string): string {
   return path.join(__dirname, '..', '..', 'src', 'agents', `${name}.agent.ts`);
 }
+
+/** The agent process entry, from sources. */
+export const TURN_CHILD_FILE = path.join(__dirname, '..', '..', 'src', 'worker', 'turn-child.ts');
+
+/** What an agent process is started with in tests: the echo agent, a gateway nobody answers at, one try. */
+export const ECHO_CHILD_INIT: Omit<ChildInit, 'type'> = {
+  agentModule: builtInAgent('echo'),
+  gatewayBaseUrl: 'http://127.0.0.1:9/v1',
+  gatewayApiKey: 'unused',
+  gatewayTimeoutMs: 1000,
+  settings: { defaultModel: 'tollway/sim-chat', maxModelTries: 1, retryBaseDelayMs: 1, retryMaxDelayMs: 1 },
+  logLevel: 'error',
+};
 
 /** A worker config for tests: short leases, 127.0.0.1 webhooks allowed, env overrides. */
 export function testWorkerConfig(prefix: string, env: Record<string, string> = {}): WorkerConfig {
