@@ -125,17 +125,11 @@ async function release(admitted: AdmittedCompletion): Promise<void> {
   }
 }
 
-function settle(admitted: AdmittedCompletion, reported: SettledUsage): void {
-  // Every path's usage is already cut to the bounds; this keeps a number Redis would refuse (NaN,
-  // a fraction, 1e308) out of a settlement batch whatever a future path passes.
-  const { prompt_tokens, completion_tokens } = reported;
-  const safe = usableUsage(
-    { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens },
-    admitted.usageBounds,
-  );
-  const usage: SettledUsage = safe
-    ? { prompt_tokens: safe.prompt_tokens, completion_tokens: safe.completion_tokens }
-    : { prompt_tokens: admitted.inputTokens, completion_tokens: 0 };
+/**
+ * Charges `usage`, which every path has already cut to the request's bounds (usage-bounds.ts);
+ * admission itself writes only whole counts, whatever it is given (redis-admission.ts).
+ */
+function settle(admitted: AdmittedCompletion, usage: SettledUsage): void {
   admitted.observation?.settled(usage);
   // The handler may wait for a batched write (tens of ms): it keeps three fields, not the whole
   // request, alive meanwhile.
