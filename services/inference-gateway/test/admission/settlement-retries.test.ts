@@ -73,13 +73,23 @@ function request(orgId: string): AdmissionRequest {
   };
 }
 
-/** Credit left, usage recorded this minute and leases held, read from Redis directly. */
+/**
+ * Credit left, usage recorded this minute and the one before, and leases held, read from Redis
+ * directly. The minute before counts too: a settlement is recorded in the minute its request
+ * ended, and a test that ends a second or more later may have crossed into the next.
+ */
 async function ledger(orgId: string) {
   const credit = Number(await redis.hget(store.keys.org(orgId), 'credit'));
   const minute = Math.floor(Date.now() / 60_000);
-  const usage = await redis.hmget(store.keys.usageMinute(orgId, minute), 'requests', 'output_tokens');
+  let requests = 0;
+  let outputTokens = 0;
+  for (const m of [minute - 1, minute]) {
+    const usage = await redis.hmget(store.keys.usageMinute(orgId, m), 'requests', 'output_tokens');
+    requests += Number(usage[0] ?? 0);
+    outputTokens += Number(usage[1] ?? 0);
+  }
   const leases = await redis.zcard(modelLeaseKey(prefix, request(orgId).modelId));
-  return { credit, requests: Number(usage[0] ?? 0), outputTokens: Number(usage[1] ?? 0), leases };
+  return { credit, requests, outputTokens, leases };
 }
 
 async function ready(): Promise<void> {
