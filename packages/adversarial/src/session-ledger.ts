@@ -71,7 +71,8 @@ export class SessionLedger {
       const known = this.sessions.get(id);
       if (known) known.minHistory += 1;
       this.touched.add(id);
-    } else if (outcome.status === 204) {
+    } else if (outcome.status === 204 && c.method === 'DELETE') {
+      // OPTIONS is 204 too (with Allow), and deletes nothing.
       const match = /^\/sessions\/([^/]+)$/.exec(path);
       if (match) this.sessions.delete(safeDecode(match[1] as string).toLowerCase());
     }

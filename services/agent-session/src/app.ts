@@ -14,6 +14,7 @@ import {
   type Logger,
 } from '@tollway/service-kit';
 import { SESSION_ERROR_CODES } from '@tollway/contracts';
+import { allowedMethods, OPEN_PATHS, SESSION_PATHS } from './api/allowed-methods';
 import { authenticateOrg, type OrgAuthenticator } from './api/auth';
 import { healthRouter, type WorkerStatsReader } from './api/health.route';
 import { messagesRouter } from './api/messages.route';
@@ -90,10 +91,12 @@ export function buildApp(deps: AppDeps): Express {
   const registry = deps.metricsRegistry;
   if (registry) app.get('/metrics', (_req, res) => writeMetrics(registry, res));
   app.use(requestTelemetry({ tracer: deps.tracer ?? null, accessLog: deps.accessLog ?? null }));
+  app.use(allowedMethods(OPEN_PATHS));
   app.use(healthRouter(deps));
   // Any content type is read as JSON so a non-JSON body is a clear 400, never silently ignored.
   app.use(jsonBody({ maxBytes: deps.maxBodyBytes, maxDepth: deps.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH }));
   app.use('/sessions', authenticateOrg(deps.authenticator));
+  app.use(allowedMethods(SESSION_PATHS));
   const routeDeps = {
     ...deps,
     clock: deps.clock ?? Date.now,

@@ -88,6 +88,7 @@ export const SESSION_ERROR_CODES = {
   sessionNotFound: 'session_not_found',
   sessionExists: 'session_exists',
   sessionBusy: 'session_busy',
+  methodNotAllowed: 'method_not_allowed',
   customIdsDisabled: 'custom_ids_disabled',
   sessionLimitReached: 'session_limit_reached',
   turnNotQueued: 'turn_not_queued',

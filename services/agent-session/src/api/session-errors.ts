@@ -59,12 +59,20 @@ export const sessionErrors = {
       message: `A session with id ${sessionId} already exists.`,
     });
   },
+  methodNotAllowed(method: string, path: string, allow: string): ServiceError {
+    return new ServiceError({
+      status: 405,
+      code: SESSION_ERROR_CODES.methodNotAllowed,
+      message: `${method.slice(0, 20)} is not allowed on ${path.slice(0, 200)}; allowed: ${allow}.`,
+      headers: { Allow: allow },
+    });
+  },
   customIdsDisabled(): ServiceError {
     return new ServiceError({
       status: 405,
       code: SESSION_ERROR_CODES.customIdsDisabled,
       message: 'Client-chosen session ids are not enabled on this server (start it with --allow-custom-ids).',
-      headers: { Allow: 'GET, DELETE' },
+      headers: { Allow: 'GET, HEAD, DELETE' },
     });
   },
   historyTooLarge(maxHistoryBytes: number): ServiceError {

@@ -96,6 +96,19 @@ describe('inbound auth (on by default)', () => {
     expect((await request(api.app).delete(`/sessions/${id}`).set(as(keyA))).status).toBe(204);
   });
 
+  it('asks for a key before it tells which methods a session path serves', async () => {
+    const session = await request(api.app).post('/sessions').set(as(keyA));
+    const path = `/sessions/${session.body.session_id as string}`;
+    const anonymous = await request(api.app).patch(path);
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.allow).toBeUndefined();
+    expect((await request(api.app).options(path)).status).toBe(401);
+    const refused = await request(api.app).patch(path).set(as(keyB));
+    expect(refused.status).toBe(405);
+    expect(refused.headers.allow).toBe('GET, HEAD, PUT, DELETE');
+    expect((await request(api.app).options(path).set(as(keyA))).status).toBe(204);
+  });
+
   it('leaves the health and description endpoints open', async () => {
     expect((await request(api.app).get('/health')).status).toBe(200);
     expect((await request(api.app).get('/healthz')).body).toEqual({ status: 'ok' });

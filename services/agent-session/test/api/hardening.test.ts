@@ -131,13 +131,62 @@ describe('decoding', () => {
     await expectError(await send('/sessions', bomb, { 'content-encoding': 'gzip' }), 413, 'request_too_large');
   });
 
-  it('CONNECT gets 405 in the envelope and TRACE a 404, not a dropped socket', async () => {
+  it('CONNECT gets 405 in the envelope and TRACE a 405 or 404 in the envelope, not a dropped socket', async () => {
     const port = (server.server.address() as AddressInfo).port;
     const connect = await rawExchange(port, ['CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n']);
     expect(connect.status).toBe(405);
     const trace = await rawExchange(port, ['TRACE /sessions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n']);
-    expect(trace.status).toBe(404);
-    expect(JSON.parse(trace.body)).toMatchObject({ error: { code: 'not_found' } });
+    expect(trace.status).toBe(405);
+    expect(JSON.parse(trace.body)).toMatchObject({ error: { code: 'method_not_allowed' } });
+    const unknown = await rawExchange(port, ['TRACE /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n']);
+    expect(unknown.status).toBe(404);
+    expect(JSON.parse(unknown.body)).toMatchObject({ error: { code: 'not_found' } });
+  });
+});
+
+describe('methods a known path does not serve', () => {
+  it.each([
+    ['PATCH', '/sessions/{id}', 'GET, HEAD, PUT, DELETE'],
+    ['POST', '/sessions/{id}', 'GET, HEAD, PUT, DELETE'],
+    ['DELETE', '/sessions', 'GET, HEAD, POST'],
+    ['PUT', '/sessions/', 'GET, HEAD, POST'],
+    ['PUT', '/sessions/{id}/messages', 'GET, HEAD, POST'],
+    ['DELETE', '/sessions/{id}/messages', 'GET, HEAD, POST'],
+    ['POST', '/health', 'GET, HEAD'],
+    ['DELETE', '/openapi.json', 'GET, HEAD'],
+  ])('%s %s is 405 method_not_allowed with Allow, and changes nothing', async (method, path, allow) => {
+    const res = await fetch(`${server.url}${path.replace('{id}', sessionId)}`, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ content: 'hi' }),
+    });
+    expect(res.headers.get('allow')).toBe(allow);
+    await expectError(res, 405, 'method_not_allowed', null);
+    const history = (await (await fetch(`${server.url}/sessions/${sessionId}/messages`)).json()) as unknown[];
+    expect(history).toEqual([]);
+  });
+
+  it('OPTIONS on a known path is 204 with Allow and no body; elsewhere 404', async () => {
+    for (const [path, allow] of [
+      [`/sessions/${sessionId}`, 'GET, HEAD, PUT, DELETE'],
+      ['/sessions', 'GET, HEAD, POST'],
+      [`/sessions/${sessionId}/messages`, 'GET, HEAD, POST'],
+      ['/healthz', 'GET, HEAD'],
+    ] as const) {
+      const res = await fetch(`${server.url}${path}`, { method: 'OPTIONS' });
+      expect(res.status).toBe(204);
+      expect(res.headers.get('allow')).toBe(allow);
+      expect(await res.text()).toBe('');
+    }
+    await expectError(await fetch(`${server.url}/elsewhere`, { method: 'OPTIONS' }), 404, 'not_found');
+  });
+
+  it('a wrong method on a path deeper than any route stays 404', async () => {
+    await expectError(
+      await fetch(`${server.url}/sessions/${sessionId}/messages/1`, { method: 'PATCH' }),
+      404,
+      'not_found',
+    );
   });
 });
 

@@ -1,0 +1,41 @@
+import type { RequestHandler } from 'express';
+import { sessionErrors } from './session-errors';
+
+/** A path of the session API and the methods it serves (HEAD wherever GET is, as express does). */
+export interface KnownPath {
+  pattern: RegExp;
+  allow: string;
+}
+
+/** Paths open to anyone. `/metrics` is listed even when metrics are on their own port (then GET is 404). */
+export const OPEN_PATHS: readonly KnownPath[] = [
+  { pattern: /^\/(?:health|healthz|readyz|openapi\.json|metrics)\/?$/, allow: 'GET, HEAD' },
+];
+
+/** Paths behind the organization key. */
+export const SESSION_PATHS: readonly KnownPath[] = [
+  { pattern: /^\/sessions\/?$/, allow: 'GET, HEAD, POST' },
+  { pattern: /^\/sessions\/[^/]+\/?$/, allow: 'GET, HEAD, PUT, DELETE' },
+  { pattern: /^\/sessions\/[^/]+\/messages\/?$/, allow: 'GET, HEAD, POST' },
+];
+
+/**
+ * A known path asked with a method it does not serve is 405 `method_not_allowed` with `Allow`
+ * (as FastAPI-based agent servers answer), not the 404 of an unknown path; `OPTIONS` on a known
+ * path is 204 with `Allow` and no body. Mounted ahead of the routes of `paths`: for the session
+ * paths after authentication, so a caller without a key gets 401 whatever the method; the id is
+ * not looked up.
+ */
+export function allowedMethods(paths: readonly KnownPath[]): RequestHandler {
+  return (req, res, next) => {
+    const known = paths.find((candidate) => candidate.pattern.test(req.path));
+    if (!known) return next();
+    if (req.method === 'OPTIONS') {
+      res.status(204).setHeader('Allow', known.allow);
+      res.end();
+      return;
+    }
+    if (known.allow.split(', ').includes(req.method)) return next();
+    next(sessionErrors.methodNotAllowed(req.method, req.path, known.allow));
+  };
+}
