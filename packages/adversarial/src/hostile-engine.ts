@@ -168,6 +168,8 @@ const LIES: readonly object[] = [
   { prompt_tokens: 1e308, completion_tokens: 1e308, total_tokens: 1e308 },
   { prompt_tokens: -5, completion_tokens: 1.5, total_tokens: 'lots' },
   { prompt_tokens: 2 ** 40, completion_tokens: 2 ** 40, total_tokens: 2 ** 41 },
+  // Counts that hold, with details no client could parse (the contract oracle judges the answer).
+  { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, completion_tokens_details: { reasoning_tokens: 'lots' } },
 ];
 let lies = 0;
 

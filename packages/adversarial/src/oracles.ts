@@ -1,4 +1,10 @@
-import { ChatCompletionResponse, EngineErrorResponse, ErrorResponse, SessionErrorResponse } from '@tollway/contracts';
+import {
+  ChatCompletionResponse,
+  EngineErrorResponse,
+  ErrorResponse,
+  SessionErrorResponse,
+  Usage,
+} from '@tollway/contracts';
 import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM, REFUSING_ENGINE_JSON, REFUSING_ENGINE_STREAM } from './endpoints';
 import { eventsRuleBreak, isCount } from './events-rules';
 import { FAITHFUL_MODEL, LYING_MODEL, REFUSING_MODEL } from './hostile-engine';
@@ -123,8 +129,9 @@ const HOSTILE_CONTEXT_LENGTH = 131_072;
 
 /**
  * What is wrong with the usage the gateway shows for an answer of the `lying` engine, whose usage
- * is 1e308, not counts, or 2^40: the JSON answer's usage and a stream's totals must be counts
- * within the request's bounds, total = prompt + completion. (A token chunk passed through keeps the
+ * is 1e308, not counts, 2^40, or counts with a `reasoning_tokens` of `"lots"`: the JSON answer's
+ * usage and a stream's totals must be counts within the request's bounds, total = prompt +
+ * completion, with details of the contract's shape. (A token chunk passed through keeps the
  * engine's running counts, checked as counts by the Events rules; the gateway README says so.)
  */
 function lyingUsageProblem(
@@ -155,6 +162,7 @@ function lyingUsageProblem(
   ) {
     return `a lying engine's usage reached the client: ${JSON.stringify(usage)}`;
   }
+  if (!Usage.safeParse(usage).success) return `usage details no client can parse reached it: ${JSON.stringify(usage)}`;
   return null;
 }
 

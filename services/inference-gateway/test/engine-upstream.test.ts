@@ -38,6 +38,7 @@ const FAKE_MODELS = [
   'usage-huge',
   'usage-junk',
   'usage-over',
+  'usage-details',
   'deep-json',
 ];
 
@@ -126,6 +127,7 @@ describe('gateway in front of HTTP engines', () => {
       ['1e308', 'usage-huge', { prompt_tokens: 8, completion_tokens: 1 }],
       ['not counts', 'usage-junk', { prompt_tokens: 8, completion_tokens: 1 }],
       ['counts above the bounds', 'usage-over', { prompt_tokens: 131072, completion_tokens: 10 }],
+      ['details not of the contract', 'usage-details', { prompt_tokens: 8, completion_tokens: 1 }],
     ])('JSON with usage %s: billed and shown within the bounds', async (_name, upstream, expected) => {
       const res = await chat({ model: `fake/${upstream}`, max_tokens: 5, n: 2 });
       expect(res.status).toBe(200);
@@ -143,6 +145,7 @@ describe('gateway in front of HTTP engines', () => {
       ['1e308', 'usage-huge', { prompt_tokens: 8, completion_tokens: 1 }],
       ['not counts', 'usage-junk', { prompt_tokens: 8, completion_tokens: 1 }],
       ['counts above the bounds', 'usage-over', { prompt_tokens: 131072, completion_tokens: 10 }],
+      ['details not of the contract', 'usage-details', { prompt_tokens: 8, completion_tokens: 1 }],
     ])(
       'a stream with usage %s: counts on every chunk, totals and bill within the bounds',
       async (_name, upstream, expected) => {

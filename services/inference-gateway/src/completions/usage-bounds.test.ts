@@ -27,6 +27,31 @@ describe('usage bounds', () => {
     });
   });
 
+  it('keeps details of the contract, and drops the ones a client could not parse', () => {
+    const counts = { prompt_tokens: 10, completion_tokens: 20, total_tokens: 30 };
+    const fine = {
+      ...counts,
+      prompt_tokens_details: { cached_tokens: 4 },
+      completion_tokens_details: { reasoning_tokens: 20, accepted_prediction_tokens: 0 },
+    };
+    expect(usableUsage(fine, bounds)).toBe(fine);
+    const nulls = { ...counts, prompt_tokens_details: null, completion_tokens_details: null };
+    expect(usableUsage(nulls, bounds)).toBe(nulls);
+    for (const reasoning of ['lots', -1, 1.5, 21, null, 1e308]) {
+      const usage = {
+        ...counts,
+        prompt_tokens_details: { cached_tokens: 4 },
+        completion_tokens_details: { reasoning_tokens: reasoning },
+      };
+      expect(usableUsage(usage, bounds)).toEqual({ ...counts, prompt_tokens_details: { cached_tokens: 4 } });
+    }
+    for (const details of ['x', 5, [1], true]) {
+      expect(
+        usableUsage({ ...counts, prompt_tokens_details: details, completion_tokens_details: details }, bounds),
+      ).toEqual(counts);
+    }
+  });
+
   it.each([
     ['null', null],
     ['a number', 5],

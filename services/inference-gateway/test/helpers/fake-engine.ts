@@ -130,9 +130,10 @@ export class FakeEngine {
         );
       case 'usage-huge':
       case 'usage-junk':
-      case 'usage-over': {
-        // Usage no engine should send: 1e308; a negative, a fraction and a string; or counts far
-        // above any request's bounds. JSON, or a stream with it on a token chunk and the totals.
+      case 'usage-over':
+      case 'usage-details': {
+        // Usage no engine should send: 1e308; a negative, a fraction and a string; counts far
+        // above any request's bounds; or good counts with details no client could parse. JSON, or a stream with it on a token chunk and the totals.
         const usage = BAD_USAGE[record.model];
         if (!body.stream) return json(res, 200, { ...completion(record.model), usage });
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -299,6 +300,13 @@ const BAD_USAGE: Record<string, unknown> = {
   'usage-huge': { prompt_tokens: 1e308, completion_tokens: 1e308, total_tokens: 1e308 },
   'usage-junk': { prompt_tokens: -5, completion_tokens: 1.5, total_tokens: 'lots' },
   'usage-over': { prompt_tokens: 2 ** 40, completion_tokens: 2 ** 40, total_tokens: 2 ** 41 },
+  'usage-details': {
+    prompt_tokens: 8,
+    completion_tokens: 1,
+    total_tokens: 9,
+    prompt_tokens_details: 'cached',
+    completion_tokens_details: { reasoning_tokens: 'lots' },
+  },
 };
 
 function completion(model: string): Record<string, unknown> {
