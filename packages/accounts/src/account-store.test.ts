@@ -145,10 +145,14 @@ describe('keys', () => {
       const creates = Array.from({ length: 12 }, (_, i) =>
         store.createKey(id, `k${i}`, i % 2 === 0 ? 'standard' : 'admin').catch(() => null),
       );
-      // The deletion starts among the creations, as a DELETE sent among POSTs does.
-      const deletion = new Promise((resolve) => setTimeout(resolve, round % 4)).then(() =>
-        store.deleteOrganization(id),
-      );
+      // The deletion starts among the creations, as a DELETE sent among POSTs does: after a few
+      // milliseconds, or (every other round, so that some keys are handed out however busy the
+      // machine is) once one of the creations has been answered.
+      const start =
+        round % 2 === 0
+          ? new Promise((resolve) => setTimeout(resolve, round % 4))
+          : (creates[round % creates.length] as Promise<unknown>);
+      const deletion = start.then(() => store.deleteOrganization(id));
       const [keys] = await Promise.all([Promise.all(creates), deletion]);
       for (const key of keys) if (key) handedOut.push(key.key);
       // The id is retired; made again anyway (as the quickstart's dev organization may be).

@@ -41,7 +41,8 @@ export interface AccountStoreOptions {
 export class AccountError extends Error {
   constructor(
     message: string,
-    readonly reason: 'invalid_id' | 'conflict' | 'id_retired' | 'invalid_key' | 'idempotency_key_reused',
+    readonly reason:
+      'invalid_id' | 'conflict' | 'id_retired' | 'invalid_key' | 'idempotency_key_reused' | 'credit_out_of_range',
     /** The organization id it is about (`conflict`, `id_retired`): given, or derived from an idempotency key. */
     readonly orgId?: string,
   ) {
@@ -52,6 +53,13 @@ export class AccountError extends Error {
 
 /** How long an organization update's idempotency record is kept: a day, as Stripe keeps its keys. */
 export const IDEMPOTENCY_RECORD_SECONDS = 24 * 60 * 60;
+
+/**
+ * The largest credit balance, in USD, either way: what one create or top-up may give (the admin
+ * schema's bound), and what a top-up may take the balance to. Past it, the float the balance is
+ * kept in loses the cents a request costs.
+ */
+export const CREDIT_LIMIT = 1e12;
 
 function idempotencyKeyReused(): AccountError {
   return new AccountError(
@@ -201,13 +209,21 @@ export class AccountStore {
       update.creditTopUp === undefined ? '' : update.creditTopUp,
     ];
     const keys = [this.keys.org(orgId)];
-    const args: Array<string | number> = [...fields];
+    const args: Array<string | number> = [...fields, '', 0, CREDIT_LIMIT];
     if (idempotencyKey !== null) {
       keys.push(this.keys.idempotencyRecord(orgId, sha256Hex(idempotencyKey)));
-      args.push(sha256Hex(JSON.stringify(['update', ...fields])), IDEMPOTENCY_RECORD_SECONDS);
+      args[5] = sha256Hex(JSON.stringify(['update', ...fields]));
+      args[6] = IDEMPOTENCY_RECORD_SECONDS;
     }
     const outcome = await updateOrgScript.run(this.redis, keys, args);
     if (outcome === 3) throw idempotencyKeyReused();
+    if (outcome === 4) {
+      throw new AccountError(
+        `The top-up would take the credit past ${CREDIT_LIMIT} either way; nothing was changed.`,
+        'credit_out_of_range',
+        orgId,
+      );
+    }
     if (outcome !== 1 && outcome !== 2) return null;
     // Replicas holding quota slices of this organization give them back and admit afresh (again
     // on a replay: the first call's answer, and maybe this message, was lost).

@@ -160,7 +160,9 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
         try {
           updated = await store.updateOrganizationOnce(orgId, update, opts.idempotencyKey ?? null);
         } catch (err) {
-          if (err instanceof AccountError && err.reason === 'idempotency_key_reused') throw new CliError(err.message);
+          const refused =
+            err instanceof AccountError && ['idempotency_key_reused', 'credit_out_of_range'].includes(err.reason);
+          if (refused) throw new CliError((err as AccountError).message);
           throw err;
         }
         if (!updated) missingOrg(orgId);

@@ -244,6 +244,34 @@ describe('credit top-ups with Idempotency-Key', () => {
     expect((await topUp(other, key, { credit_top_up: 6 })).body.credit).toBe(16);
   });
 
+  it('refuses a top-up that would take the credit past 1e12 either way: 400, nothing changed, no record kept', async () => {
+    const orgId = await newOrg();
+    await expect(topUp(orgId, null, { credit_top_up: -1e12 + 10 })).resolves.toMatchObject({ status: 200 });
+    expect(await credit(orgId)).toBeCloseTo(-1e12 + 20, 2);
+    const key = randomUUID();
+    for (const [top, k] of [
+      [-21, null],
+      [-1e12, null],
+      [-21, key],
+    ] as const) {
+      const res = await topUp(orgId, k, { credit_top_up: top });
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'credit_out_of_range',
+        param: 'credit_top_up',
+      });
+    }
+    expect(await credit(orgId)).toBeCloseTo(-1e12 + 20, 2);
+    // The refused request left no record: the key can make it once it fits.
+    expect((await topUp(orgId, key, { credit_top_up: -20 })).status).toBe(200);
+    expect(await credit(orgId)).toBeCloseTo(-1e12, 2);
+    await expect(topUp(orgId, null, { credit_top_up: 1e12 })).resolves.toMatchObject({ status: 200 });
+    await expect(topUp(orgId, null, { credit_top_up: 1e12 })).resolves.toMatchObject({ status: 200 });
+    expect((await topUp(orgId, null, { credit_top_up: 0.01 })).body.error.code).toBe('credit_out_of_range');
+    expect(await credit(orgId)).toBeCloseTo(1e12, 2);
+  });
+
   it('refuses a key that is empty, too long or not printable ASCII: 400 naming the header', async () => {
     const orgId = await newOrg();
     for (const key of ['', 'x'.repeat(256), 'caf\u00e9', 'tab\there']) {

@@ -128,6 +128,18 @@ describe('tollway CLI', () => {
     expect((await store.getOrganization(org.id))?.credit).toBe(5);
   });
 
+  it('orgs update --add-credit refuses a top-up that would take the credit past 1e12, changing nothing', async () => {
+    const org = await smallOrg('Rich');
+    const results = await run(
+      ['orgs', 'update', org.id, '--add-credit', '1e12'],
+      ['orgs', 'update', org.id, '--add-credit', '-2e12'],
+    );
+    expect(results[0]).toMatchObject({ code: 1, out: '' });
+    expect(results[0]!.err).toContain('past 1000000000000 either way');
+    expect(results[1]).toMatchObject({ code: 1, out: '' });
+    expect((await store.getOrganization(org.id))?.credit).toBe(1);
+  });
+
   it.each([
     ['256 characters', 'k'.repeat(256)],
     ['a character outside ASCII', 'paiement-été'],

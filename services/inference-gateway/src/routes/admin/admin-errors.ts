@@ -108,6 +108,16 @@ export function idempotencyKeyReused(): ServiceError {
   });
 }
 
+/** 400 `credit_out_of_range`: a top-up would take the credit past CREDIT_LIMIT either way. */
+export function creditOutOfRange(limit: number): ServiceError {
+  return new ServiceError({
+    status: 400,
+    code: 'credit_out_of_range',
+    param: 'credit_top_up',
+    message: `This top-up would take the organization's credit past ${limit} USD either way (above ${limit} or below -${limit}); nothing was changed.`,
+  });
+}
+
 /** 403 `permission_denied`: an organization admin called an operator-only endpoint. */
 export function operatorOnlyEndpoint(): ServiceError {
   return new ServiceError({

@@ -1,5 +1,5 @@
 import { Router, type Request } from 'express';
-import { AccountError, type AccountStore } from '@tollway/accounts';
+import { AccountError, CREDIT_LIMIT, type AccountStore } from '@tollway/accounts';
 import {
   CreateOrganizationRequest,
   UpdateOrganizationRequest,
@@ -11,6 +11,7 @@ import {
 } from '@tollway/contracts';
 import { operatorOnly, requireOrgAccess } from './admin-access';
 import {
+  creditOutOfRange,
   idempotentlyCreatedOrganizationDeleted,
   idempotencyKeyReused,
   invalidAdminRequest,
@@ -82,6 +83,7 @@ export function organizationsRoutes(store: AccountStore): Router {
       updated = await store.updateOrganizationOnce(req.params.orgId, { name, budgets, creditTopUp }, idempotencyKey);
     } catch (err) {
       if (err instanceof AccountError && err.reason === 'idempotency_key_reused') throw idempotencyKeyReused();
+      if (err instanceof AccountError && err.reason === 'credit_out_of_range') throw creditOutOfRange(CREDIT_LIMIT);
       throw err;
     }
     if (!updated) throw organizationNotFound(req.params.orgId);
