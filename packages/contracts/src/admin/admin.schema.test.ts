@@ -11,6 +11,9 @@ describe('DisplayName (organization and key names)', () => {
     ['مرحبا Acme'],
     ['👨\u200D👩\u200D👧 family'],
     ['می\u200Cخواهم'],
+    ['❤\uFE0F heart, 👍🏽 thumbs'],
+    ['葛\u{E0100} with an ideographic variation selector'],
+    ['soft\u00a0space and a real ⠁ braille letter'],
   ])('accepts %p', (name) => {
     expect(DisplayName.safeParse(name).success).toBe(true);
   });
@@ -35,6 +38,18 @@ describe('DisplayName (organization and key names)', () => {
     ['a paragraph separator', 'a\u2029b'],
     ['a zero-width space', 'Ac\u200Bme'],
     ['a byte order mark', '\uFEFFAcme'],
+    ['a soft hyphen alone', '\u00AD'],
+    ['a Hangul filler', '\u3164'],
+    ['a Hangul choseong filler', '\u115F'],
+    ['a halfwidth Hangul filler', 'a\uFFA0b'],
+    ['the blank braille pattern', '\u2800'],
+    ['a deprecated format control', 'a\u206Ab'],
+    ['a combining grapheme joiner', 'a\u034Fb'],
+    ['a Mongolian vowel separator', 'a\u180Eb'],
+    ['tag characters hiding text', 'prod\u{E0069}\u{E0067}\u{E006E}'],
+    ['a noncharacter', 'a\uFFFEb'],
+    ['a noncharacter of the FDD0 block', 'a\uFDD0b'],
+    ['a plane-end noncharacter', 'a\u{1FFFF}b'],
   ])('refuses %s', (_what, name) => {
     expect(DisplayName.safeParse(name).success).toBe(false);
   });

@@ -26,13 +26,19 @@ export type Budgets = z.infer<typeof Budgets>;
  * control characters (they would break a terminal or a log line), no line or paragraph separators
  * (U+2028, U+2029: the same), no bidirectional formatting characters (an override such as U+202E
  * shows a name as other text than it is, the "Trojan Source" trick; Unicode's bidi algorithm still
- * lays out Arabic or Hebrew names without them), no invisible zero-width space, word joiner or
- * U+FEFF (two names that look alike; the joiners U+200C and U+200D stay, Persian and emoji need them) and
- * no lone surrogates (which no store keeps as they came: a name is read back as it was written).
+ * lays out Arabic or Hebrew names without them), nothing invisible (two names that look alike, or
+ * text hidden in a name: Unicode's default-ignorable code points, such as the zero-width space,
+ * the word joiner, U+FEFF, the soft hyphen, the Hangul fillers and the tag characters, and the
+ * blank braille pattern U+2800, which renders as a space but is not one; the joiners U+200C and
+ * U+200D and the variation selectors stay, Persian and emoji need them), no noncharacters (U+FFFE,
+ * U+FDD0…: not for interchange) and no lone surrogates (which no store keeps as they came: a name
+ * is read back as it was written).
  */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const BIDI_FORMATTING = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/;
-const INVISIBLE_OR_SEPARATOR = /[\u200B\u2028\u2029\u2060\uFEFF]/;
+const INVISIBLE_OR_SEPARATOR =
+  // eslint-disable-next-line no-misleading-character-class -- the joiners and selectors are listed one by one, to be let through
+  /(?![\u200C\u200D\uFE00-\uFE0F\u{E0100}-\u{E01EF}])[\p{Default_Ignorable_Code_Point}\p{Noncharacter_Code_Point}\u2028\u2029\u2800]/u;
 export const DisplayName = z
   .string()
   .min(1)
@@ -42,7 +48,8 @@ export const DisplayName = z
   .refine((name) => !/[\u0000-\u001f\u007f-\u009f]/.test(name), { message: 'must not contain control characters' })
   .refine((name) => !BIDI_FORMATTING.test(name), { message: 'must not contain bidirectional formatting characters' })
   .refine((name) => !INVISIBLE_OR_SEPARATOR.test(name), {
-    message: 'must not contain line separators or invisible characters (U+200B, U+2060, U+FEFF)',
+    message:
+      'must not contain line separators, noncharacters or invisible characters (U+200B, U+2060, U+FEFF, U+3164, …)',
   })
   .refine((name) => !LONE_SURROGATE.test(name), { message: 'must be well-formed Unicode (no lone surrogates)' });
 
