@@ -41,12 +41,23 @@ export async function handleChat(
   res: ServerResponse,
   observation: ChatObservation | null = null,
 ): Promise<void> {
-  const { request, model } = validateChatRequest(body, deps.catalog);
+  let valid;
+  try {
+    valid = validateChatRequest(body, deps.catalog);
+  } catch (err) {
+    // A refusal of a request for a model of the catalog is that model's failure, in its metrics.
+    if (observation) observeNamedModel(observation, body, deps.catalog);
+    throw err;
+  }
+  const { request, model } = valid;
   const engine = deps.engines.get(model.id);
   if (!engine) throw modelNotFound(model.id);
   observation?.modelChosen(model, request.stream === true);
   const abort = new ClientAbort();
-  onClientGone(res, () => abort.abort());
+  onClientGone(res, () => {
+    abort.abort();
+    observation?.clientGone();
+  });
   const inputTokens = await deps.promptTokens.count(request.messages);
   checkContextLength(request, model, inputTokens);
   const reservation = outputReservation(request, deps.defaultOutputReservationTokens);
@@ -79,4 +90,12 @@ export async function handleChat(
     },
     res,
   );
+}
+
+/** Tells `observation` the catalog model a refused body names, if it names one. */
+function observeNamedModel(observation: ChatObservation, body: unknown, catalog: CatalogStore): void {
+  if (typeof body !== 'object' || body === null) return;
+  const { model: id, stream } = body as { model?: unknown; stream?: unknown };
+  const model = typeof id === 'string' ? catalog.get(id) : undefined;
+  if (model) observation.modelChosen(model, stream === true);
 }

@@ -14,6 +14,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { AdmissionTicket, Principal, SettledUsage } from '../admission/admission.types';
 import type { CatalogModel } from '../catalog/catalog.schema';
 import type { EngineCall } from '../engines/engine.types';
+import { CLIENT_GONE, statusLogged } from './client-gone';
 import type { AdmissionOutcome, GatewayMetrics, ModelMetrics } from './gateway-metrics';
 
 /** What observing chat requests needs; each part is null when turned off. */
@@ -43,6 +44,7 @@ export class ChatObservation {
   private usage: SettledUsage | null = null;
   private stream = false;
   private finishReasons: string[] | null = null;
+  private gone = false;
   private span: Span | null = null;
   private context: Context | null = null;
   private engineSpan: Span | null = null;
@@ -121,6 +123,15 @@ export class ChatObservation {
     if (this.telemetry.metrics) this.telemetry.metrics.sseStreamsOpen++;
   }
 
+  /**
+   * The client went away before its answer was complete: the request is counted, logged and
+   * traced as failed with `error_type` `client_gone` (never as a success nobody received), and a
+   * cut stream records no time per token.
+   */
+  clientGone(): void {
+    this.gone = true;
+  }
+
   /** The usage the request was settled with. */
   settled(usage: SettledUsage): void {
     this.usage = usage;
@@ -137,10 +148,10 @@ export class ChatObservation {
    */
   finish(res: ServerResponse, err?: unknown): void {
     const now = performance.now();
-    // Called after the error writer, so the status is the one the client got.
-    const status = res.statusCode;
-    const failed = status >= 400;
-    const errorType = failed ? errorTypeOf(err, status) : '';
+    // Called after the error writer, so the status is the one the client got (499 if it left first).
+    const status = statusLogged(res);
+    const failed = status >= 400 || this.gone;
+    const errorType = this.gone ? CLIENT_GONE : failed ? errorTypeOf(err, status) : '';
     if (status === 401) this.telemetry.metrics?.admission('unauthorized');
     if (this.firstChunkAt > 0 && this.telemetry.metrics) this.telemetry.metrics.sseStreamsOpen--;
     const model = this.model;

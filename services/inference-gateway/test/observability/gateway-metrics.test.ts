@@ -39,6 +39,13 @@ const models = catalogModels([
     price_per_million: { input: 1, output: 2 },
     engine: simulated({ time_per_output_token_ms: 100 }),
   },
+  {
+    id: 'test/slow',
+    owned_by: 'test',
+    created: 1,
+    price_per_million: { input: 1, output: 2 },
+    engine: simulated({ time_per_output_token_ms: 100 }),
+  },
 ]);
 const LARGE: Budgets = { requests: 1000, input_tokens: 1_000_000, output_tokens: 1_000_000 };
 
@@ -219,6 +226,61 @@ describe('gateway /metrics', () => {
     const text = JSON.stringify(records);
     for (const key of [good, requestsKey, brokeKey]) expect(text).not.toContain(key);
     expect(text).not.toContain('hello there');
+  });
+
+  it('counts a refused body naming a catalog model, and requests whose client left, as failures, never successes', async () => {
+    const key = await keyFor();
+    const slow = { gen_ai_request_model: 'test/slow' };
+    const count = (s: Scrape, labels: Record<string, string>) =>
+      sampleSum(s, 'gen_ai_server_request_duration_seconds_count', labels);
+    const before = await scrape(`${baseUrl}/metrics`);
+    expect(await statuses([chat(key, { temperature: 5 }), chat(key, { messages: [] })])).toEqual([400, 400]);
+
+    // A stream cut after its first chunk, and a JSON answer left before it came (100 ms a token).
+    const streamAbort = new AbortController();
+    const stream = await fetch(`${baseUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model: 'test/slow', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      signal: streamAbort.signal,
+    });
+    await stream.body!.getReader().read();
+    streamAbort.abort();
+    const jsonAbort = AbortSignal.timeout(150);
+    await expect(
+      fetch(`${baseUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        body: JSON.stringify({ model: 'test/slow', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }),
+        signal: jsonAbort,
+      }),
+    ).rejects.toThrow();
+    let after = await scrape(`${baseUrl}/metrics`);
+    for (
+      let i = 0;
+      i < 50 &&
+      count(after, { ...slow, error_type: 'client_gone' }) - count(before, { ...slow, error_type: 'client_gone' }) < 2;
+      i++
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      after = await scrape(`${baseUrl}/metrics`);
+    }
+    const delta = (f: (s: Scrape) => number) => f(after) - f(before);
+    expect(delta((s) => count(s, fast))).toBe(2);
+    expect(delta((s) => count(s, { ...fast, error_type: '' }))).toBe(0);
+    expect(delta((s) => count(s, { ...slow, error_type: 'client_gone' }))).toBe(2);
+    expect(delta((s) => count(s, { ...slow, error_type: '' }))).toBe(0);
+    expect(delta((s) => sampleSum(s, 'gen_ai_server_time_to_first_token_seconds_count', slow))).toBe(0);
+    expect(delta((s) => sampleSum(s, 'gen_ai_server_time_per_output_token_seconds_count', slow))).toBe(0);
+    expect(sampleSum(after, 'tollway_sse_streams_open')).toBe(0);
+    accessLog.flush();
+    const gone = records.filter((record) => record.message === 'request' && record.error_type === 'client_gone');
+    expect(gone.map((line) => [line.model, line.stream])).toEqual(
+      expect.arrayContaining([
+        ['test/slow', true],
+        ['test/slow', false],
+      ]),
+    );
   });
 
   it('counts the prompt texts found in, and added to, the memory of token counts', async () => {
