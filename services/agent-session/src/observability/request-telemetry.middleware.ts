@@ -1,6 +1,6 @@
 import type { Response, RequestHandler } from 'express';
 import { SpanKind, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import type { AccessLogSink } from '@tollway/service-kit';
+import { CLIENT_GONE, statusLogged, type AccessLogSink } from '@tollway/service-kit';
 import { contextFromHeaders, endSpanWithError, traceIdOf, traceparentOf, withSpan } from '@tollway/telemetry';
 import { orgOf } from '../api/auth';
 
@@ -32,13 +32,18 @@ export function requestTelemetry(options: { tracer: Tracer | null; accessLog: Ac
       context = withSpan(span, parent);
       res.locals[TRACE_CONTEXT] = context;
     }
-    res.once('finish', () => {
+    // 'close', not 'finish': a request whose client left (a long-poll given up, say) is logged
+    // and traced too, with `error_type` `client_gone` and, if nothing had been sent, status 499.
+    res.once('close', () => {
       const route = routeOf(req.route as { path?: unknown } | undefined);
+      const gone = !res.writableFinished;
+      const status = statusLogged(res);
       if (span) {
         span.updateName(`${req.method} ${route}`);
         span.setAttribute('http.route', route);
-        span.setAttribute('http.response.status_code', res.statusCode);
-        if (res.statusCode >= 500) endSpanWithError(span, String(res.statusCode));
+        span.setAttribute('http.response.status_code', status);
+        if (gone) endSpanWithError(span, CLIENT_GONE);
+        else if (status >= 500) endSpanWithError(span, String(status));
         else span.end();
       }
       accessLog?.info('request', {
@@ -47,8 +52,9 @@ export function requestTelemetry(options: { tracer: Tracer | null; accessLog: Ac
         org_id: orgOf(res),
         method: req.method,
         route,
-        status: res.statusCode,
+        status,
         duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
+        error_type: gone ? CLIENT_GONE : undefined,
       });
     });
     next();

@@ -2,6 +2,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { observeScriptCalls } from '@tollway/accounts';
 import { SESSION_STATUSES, type SessionStatus } from '@tollway/contracts';
 import type { ChatCallEnd } from '../agents/gateway-client';
+import { modelLabelOf, OTHER_MODEL } from './model-label';
 import { CHAT_PROVIDER } from './turn-trace';
 import {
   GEN_AI_BUCKETS,
@@ -20,9 +21,6 @@ import {
  * cannot grow the label set without bound.
  */
 export const MAX_CHAT_MODELS = 64;
-
-/** The shared model label past MAX_CHAT_MODELS. */
-export const OTHER_MODEL = '_OTHER';
 
 /** The series of one model's chat calls. */
 interface ChatSeries {
@@ -73,11 +71,13 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
    * the gauge is left out of this scrape instead of failing it: the process's other series are
    * what an operator needs most during an outage.
    */
-  const fromRedis = async (name: string, gauges: Gauge[], read: () => Promise<void>) => {
+  const fromRedis = async (name: string, gauge: Gauge, read: () => Promise<void>) => {
     try {
       await read();
     } catch {
-      for (const gauge of gauges) gauge.reset();
+      // reset() leaves a gauge without labels at 0, which would read as "no workers": remove() drops it.
+      if (LABEL_LESS.has(gauge)) gauge.remove();
+      else gauge.reset();
       // A scrape collects every metric at once, so this count shows from the next scrape on.
       readErrors.inc({ gauge: name });
     }
@@ -88,7 +88,7 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
     labelNames: ['status'],
     registers,
     collect() {
-      return fromRedis('tollway_sessions', [this], async () => {
+      return fromRedis('tollway_sessions', this, async () => {
         const counts = await sources.sessionsByStatus();
         for (const status of SESSION_STATUSES) this.set({ status }, counts[status]);
       });
@@ -100,7 +100,7 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
     labelNames: ['state'],
     registers,
     collect() {
-      return fromRedis('tollway_turn_queue_jobs', [this], async () => {
+      return fromRedis('tollway_turn_queue_jobs', this, async () => {
         const counts = await sources.queueCounts();
         this.set({ state: 'waiting' }, counts.waiting);
         this.set({ state: 'active' }, counts.active);
@@ -108,23 +108,30 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
       });
     },
   });
+  // A scrape collects every metric at once: the two worker gauges share one read of the registry,
+  // and each is set from it in its own collect (set in the other's, one would show the scrape before).
+  let workerStatsRead: ReturnType<ApiMetricsSources['workerStats']> | null = null;
+  const workerStats = () =>
+    (workerStatsRead ??= sources.workerStats().finally(() => {
+      workerStatsRead = null;
+    }));
   const running = new Gauge({
     name: 'tollway_workers_running',
     help: 'Worker processes executing a turn now, cluster-wide',
     registers,
+    collect() {
+      return fromRedis('tollway_workers_running', this, async () => this.set((await workerStats()).runningWorkers));
+    },
   });
-  new Gauge({
+  const max = new Gauge({
     name: 'tollway_workers_max',
     help: 'Configured worker processes (max_workers), cluster-wide',
     registers,
     collect() {
-      return fromRedis('tollway_workers_max', [this, running], async () => {
-        const stats = await sources.workerStats();
-        this.set(stats.maxWorkers);
-        running.set(stats.runningWorkers);
-      });
+      return fromRedis('tollway_workers_max', this, async () => this.set((await workerStats()).maxWorkers));
     },
   });
+  const LABEL_LESS = new Set<Gauge>([running, max]);
 
   new Gauge({
     name: 'tollway_long_poll_waiters',
@@ -252,7 +259,7 @@ export class WorkerMetrics {
 
   /** A model call of an agent ended after `seconds` (timed in its turn's child process). */
   chatCallEnded(model: string, seconds: number, outcome: ChatCallEnd): void {
-    const series = this.chatSeriesOf(model);
+    const series = this.chatSeriesOf(model, !outcome.errorType);
     if (outcome.errorType) {
       let failed = series.failed.get(outcome.errorType);
       if (!failed) {
@@ -267,10 +274,16 @@ export class WorkerMetrics {
     if (outcome.outputTokens !== undefined) series.outputTokens.observe(outcome.outputTokens);
   }
 
-  private chatSeriesOf(model: string): ChatSeries {
+  /**
+   * The series of `model`. Only a call that `succeeded` gives a model a series of its own: a
+   * model the gateway does not serve only fails, so names made up by callers cannot take the
+   * MAX_CHAT_MODELS slots from the catalog's models (a model's failures before its first success
+   * count under OTHER_MODEL).
+   */
+  private chatSeriesOf(model: string, succeeded: boolean): ChatSeries {
     let series = this.chatSeries.get(model);
     if (series) return series;
-    const label = this.chatSeries.size < MAX_CHAT_MODELS ? model : OTHER_MODEL;
+    const label = succeeded && this.chatSeries.size < MAX_CHAT_MODELS ? modelLabelOf(model) : OTHER_MODEL;
     series = this.chatSeries.get(label) ?? {
       label,
       duration: this.clientDuration.child('chat', CHAT_PROVIDER, label, ''),

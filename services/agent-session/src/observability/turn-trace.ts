@@ -1,6 +1,7 @@
 import { SpanKind, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import type { AgentTurnJob } from '@tollway/contracts';
 import type { ChatCallEnd } from '../agents/gateway-client';
+import { MAX_MODEL_LABEL_LENGTH, modelLabelOf } from './model-label';
 import { contextFromHeaders, endSpanWithError, GEN_AI_ATTRS, traceparentOf, withSpan } from '@tollway/telemetry';
 
 /**
@@ -61,14 +62,15 @@ export class TurnTrace {
   /** A model call of the agent begins: its client span (a child of invoke_agent) and the `traceparent` it sends. */
   chatStarts(model: string): { span: Span; traceparent: string | undefined } {
     const parent = this.agentContext ?? this.context;
+    // The span name is bounded as the metrics' label is; the attribute keeps what was asked, cut.
     const span = this.tracer.startSpan(
-      `chat ${model}`,
+      `chat ${modelLabelOf(model)}`,
       {
         kind: SpanKind.CLIENT,
         attributes: {
           [GEN_AI_ATTRS.operationName]: 'chat',
           [GEN_AI_ATTRS.providerName]: CHAT_PROVIDER,
-          [GEN_AI_ATTRS.requestModel]: model,
+          [GEN_AI_ATTRS.requestModel]: model.slice(0, MAX_MODEL_LABEL_LENGTH),
         },
       },
       parent,

@@ -28,7 +28,14 @@ export interface ApiReplica {
 export type ReplicaOptions = Partial<
   Pick<
     AppDeps,
-    'authenticator' | 'maxSessions' | 'maxHistoryBytes' | 'allowCustomIds' | 'clock' | 'turnQueue' | 'metricsRegistry'
+    | 'authenticator'
+    | 'maxSessions'
+    | 'maxHistoryBytes'
+    | 'allowCustomIds'
+    | 'clock'
+    | 'turnQueue'
+    | 'metricsRegistry'
+    | 'accessLog'
   >
 >;
 
@@ -61,6 +68,7 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
     maxHistoryBytes: options.maxHistoryBytes,
     clock: options.clock,
     metricsRegistry: options.metricsRegistry,
+    accessLog: options.accessLog,
   });
   return {
     app,

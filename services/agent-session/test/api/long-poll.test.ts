@@ -10,9 +10,12 @@ let a: ApiReplica;
 let b: ApiReplica;
 let server: Awaited<ReturnType<typeof serve>>;
 
+/** Replica a's access log lines. */
+const logged: Array<Record<string, unknown>> = [];
+
 beforeAll(async () => {
   // Two replicas with their own connections and hubs: waits on one, turns end through the other.
-  a = await startReplica(prefix);
+  a = await startReplica(prefix, { accessLog: { info: (_message, fields) => logged.push(fields) } });
   b = await startReplica(prefix);
   server = await serve(a.app);
 });
@@ -92,6 +95,20 @@ describe('GET /sessions/{id}?wait=true', () => {
     expect(res.status).toBe(200);
     expect(res.body.status).toBe('running');
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    expect(a.hub.size).toBe(0);
+  });
+
+  it('logs a wait its client gave up on: status 499, error_type client_gone, and the waiter is gone', async () => {
+    const { id } = await runningSession();
+    const before = logged.length;
+    await expect(
+      fetch(`${server.url}/sessions/${id}?wait=true`, { signal: AbortSignal.timeout(200) }),
+    ).rejects.toThrow();
+    for (let i = 0; i < 100 && logged.length === before; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(logged.slice(before)).toEqual([
+      expect.objectContaining({ method: 'GET', route: '/sessions/:sessionId', status: 499, error_type: 'client_gone' }),
+    ]);
+    for (let i = 0; i < 100 && a.hub.size > 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(a.hub.size).toBe(0);
   });
 

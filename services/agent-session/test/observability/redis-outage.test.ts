@@ -107,6 +107,10 @@ describe('session API during a Redis outage', () => {
     expect(text).toMatch(/^process_cpu_seconds_total\{/m);
     expect(text).toMatch(/^tollway_long_poll_waiters\{/m);
     expect(text).not.toMatch(/^tollway_sessions\{/m);
+    // The worker gauges have no labels of their own: left out too, not shown as 0 ("no workers").
+    expect(text).not.toMatch(/^tollway_workers_max\{/m);
+    expect(text).not.toMatch(/^tollway_workers_running\{/m);
+    expect(text).toMatch(/^tollway_metrics_read_errors_total\{[^}]*gauge="tollway_workers_max"[^}]*\} [1-9]/m);
     expect(text).toMatch(/^tollway_metrics_read_errors_total\{[^}]*gauge="tollway_sessions"[^}]*\} [1-9]/m);
     await start();
     const deadline = Date.now() + 15_000;
@@ -115,5 +119,6 @@ describe('session API during a Redis outage', () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect((await fetch(`${baseUrl}/readyz`)).status).toBe(200);
+    expect(await (await fetch(`${baseUrl}/metrics`)).text()).toMatch(/^tollway_workers_max\{[^}]*\} 0$/m);
   });
 });

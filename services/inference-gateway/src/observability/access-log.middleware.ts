@@ -1,8 +1,7 @@
 import type { RequestHandler } from 'express';
-import type { AccessLogSink } from '@tollway/service-kit';
+import { CLIENT_GONE, statusLogged, type AccessLogSink } from '@tollway/service-kit';
 import { traceIdOf } from '@tollway/telemetry';
 import { context } from '@opentelemetry/api';
-import { CLIENT_GONE, statusLogged } from './client-gone';
 
 /** Paths polled by machines, left out of the access log. */
 const QUIET_PATHS = new Set(['/metrics', '/healthz', '/readyz']);

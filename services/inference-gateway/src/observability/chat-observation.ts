@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { SpanKind, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import type { ChatCompletionResponse } from '@tollway/contracts';
-import { ServiceError, type AccessLogSink } from '@tollway/service-kit';
+import { CLIENT_GONE, ServiceError, statusLogged, type AccessLogSink } from '@tollway/service-kit';
 import {
   contextFromHeaders,
   endSpanWithError,
@@ -14,7 +14,6 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { AdmissionTicket, Principal, SettledUsage } from '../admission/admission.types';
 import type { CatalogModel } from '../catalog/catalog.schema';
 import type { EngineCall } from '../engines/engine.types';
-import { CLIENT_GONE, statusLogged } from './client-gone';
 import type { AdmissionOutcome, GatewayMetrics, ModelMetrics } from './gateway-metrics';
 
 /** What observing chat requests needs; each part is null when turned off. */
