@@ -11,7 +11,8 @@ export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 
 /**
  * True when the browser reached us over TLS: directly, or through a proxy that says so. Trusting
- * `x-forwarded-proto` here can only make the cookie stricter (Secure), never weaker.
+ * `x-forwarded-proto` here can only make the cookie stricter (Secure), never weaker: a browser
+ * cannot add the header to a victim's request, so it is the proxy's word on the victim's scheme.
  */
 export function overTls(req: Request): boolean {
   const forwarded = req.headers['x-forwarded-proto'];
@@ -19,12 +20,15 @@ export function overTls(req: Request): boolean {
   return req.secure || first === 'https';
 }
 
-/** The session cookie's value, if the request carries one. */
+/**
+ * The session cookie's value, if the request carries one under the name of its scheme. Over TLS
+ * only `__Host-tollway_console` counts: a sibling host of the same site can plant the unprefixed
+ * name, and accepting it would sign the victim in to the planter's session (login CSRF).
+ */
 export function readSessionCookie(req: Request): string | undefined {
   const header = req.headers.cookie;
   if (!header) return undefined;
-  const cookies = parseCookie(header);
-  return cookies[SECURE_SESSION_COOKIE] ?? cookies[SESSION_COOKIE];
+  return parseCookie(header)[overTls(req) ? SECURE_SESSION_COOKIE : SESSION_COOKIE];
 }
 
 /** Sets the session cookie: HttpOnly, SameSite=Strict, Path=/, Secure over TLS, expiring with the session. */

@@ -102,6 +102,23 @@ describe('sign-in and the session cookie', () => {
     expect(setCookie).toMatch(/; Secure/);
   });
 
+  it('over TLS reads only the __Host- cookie: an unprefixed one a sibling host planted signs no one in', async () => {
+    const { org, admin } = await orgWithAdminKey('Planted');
+    const { cookie: planted } = await signIn(admin.key);
+    expect(planted).toMatch(/^tollway_console=/);
+    const overTls = (path: string, cookie: string) =>
+      request(gateway.baseUrl).get(path).set('X-Forwarded-Proto', 'https').set('Cookie', cookie);
+    const keysPath = `/admin/v1/organizations/${org.id}/keys`;
+    expect((await overTls('/console/api/session', planted)).status).toBe(401);
+    expect((await overTls(keysPath, planted)).status).toBe(401);
+    // The same session under the name only a secure origin can set is the browser's own.
+    const own = await overTls('/console/api/session', `__Host-${planted}`);
+    expect([own.status, own.body.organization_id]).toEqual([200, org.id]);
+    expect((await overTls(keysPath, `__Host-${planted}`)).status).toBe(200);
+    // And over plain HTTP the unprefixed name is the only one there is.
+    expect((await request(gateway.baseUrl).get(keysPath).set('Cookie', planted)).status).toBe(200);
+  });
+
   it('refuses a wrong token and an ordinary key (401, no code), and admits an organization admin key', async () => {
     const { org, admin, standard } = await orgWithAdminKey('Sign-in');
     for (const token of ['nope', standard.key, `${ADMIN_TOKEN}x`]) {
