@@ -49,13 +49,16 @@ export interface ConsoleGateway {
   close(): Promise<void>;
 }
 
-/** Starts the production wiring over real Redis under a unique prefix, with one simulated model. */
+/**
+ * Starts the production wiring over real Redis under a unique prefix, with one simulated model.
+ * `env` may name another gateway's `REDIS_PREFIX`: the same deployment restarted with other settings.
+ */
 export async function startConsoleGateway(env: Record<string, string> = {}): Promise<ConsoleGateway> {
-  const prefix = `test-${randomUUID()}:`;
   const config = loadGatewayConfig({
-    env: { REDIS_PREFIX: prefix, ADMIN_TOKEN, ...env },
+    env: { REDIS_PREFIX: `test-${randomUUID()}:`, ADMIN_TOKEN, ...env },
     argv: [],
   });
+  const prefix = config.redisPrefix;
   const logger = createLogger({ service: 'console-test', silent: true });
   const catalog = new CatalogStore(
     catalogModels([
