@@ -12,6 +12,11 @@ export interface ConsoleSessionRecord {
   orgId: string | null;
   /** The admin key an organization admin signed in with (its revocation ends the session); null for the operator. */
   keyId: string | null;
+  /**
+   * HMAC of the ADMIN_TOKEN the operator signed in with (another token ends the session); null for
+   * an organization admin. Never the token itself.
+   */
+  adminTokenDigest: string | null;
   /** Milliseconds since the epoch. */
   expiresAt: number;
 }
@@ -23,6 +28,8 @@ export interface ConsoleSessionsOptions {
   prefix: string;
   /** HMAC key for the cookie's signature and the CSRF token. */
   secret: string;
+  /** `ADMIN_TOKEN`: operator sessions last only while it does. */
+  adminToken: string;
   /** Session lifetime, ms. */
   ttlMs: number;
   now?: () => number;
@@ -35,11 +42,15 @@ const SESSION_ID = /^[A-Za-z0-9_-]{32}$/;
  * replica) carried in a cookie as `<id>.<HMAC(id)>`, so a forged or altered cookie is refused
  * without a Redis call. The CSRF token is HMAC("csrf:" + id): the page reads it from the session
  * endpoint (same-origin only) and sends it back as a header, which a cross-site form cannot do.
+ * An operator session holds an HMAC of the admin token it signed in with and is live only while
+ * that is the current token: rotating a leaked token ends the sessions opened with it, even when
+ * CONSOLE_SESSION_SECRET (and so every cookie's signature) stays the same.
  */
 export class ConsoleSessions {
   private readonly redis: Redis;
   private readonly prefix: string;
   private readonly secret: string;
+  private readonly adminTokenDigest: string;
   readonly ttlMs: number;
   private readonly now: () => number;
 
@@ -47,6 +58,7 @@ export class ConsoleSessions {
     this.redis = options.redis;
     this.prefix = options.prefix;
     this.secret = options.secret;
+    this.adminTokenDigest = this.sign(`admin-token:${options.adminToken}`);
     this.ttlMs = options.ttlMs;
     this.now = options.now ?? Date.now;
   }
@@ -58,19 +70,34 @@ export class ConsoleSessions {
     keyId: string | null,
   ): Promise<{ record: ConsoleSessionRecord; cookie: string }> {
     const id = randomBytes(24).toString('base64url');
-    const record: ConsoleSessionRecord = { id, role, orgId, keyId, expiresAt: this.now() + this.ttlMs };
+    const adminTokenDigest = role === 'operator' ? this.adminTokenDigest : null;
+    const record: ConsoleSessionRecord = {
+      id,
+      role,
+      orgId,
+      keyId,
+      adminTokenDigest,
+      expiresAt: this.now() + this.ttlMs,
+    };
     await this.redis.set(this.key(id), JSON.stringify(record), 'PX', this.ttlMs);
     return { record, cookie: `${id}.${this.sign(id)}` };
   }
 
-  /** The live session a cookie value names, or null (unsigned, altered, expired, signed out). */
+  /**
+   * The live session a cookie value names, or null (unsigned, altered, expired, signed out, or an
+   * operator's opened with another admin token). A session of another token is left in Redis to
+   * expire: during a rolling restart a replica still on the old token must not destroy the
+   * sessions opened with the new one.
+   */
   async read(cookie: string | undefined): Promise<ConsoleSessionRecord | null> {
     const id = this.verify(cookie);
     if (!id) return null;
     const raw = await this.redis.get(this.key(id));
     if (!raw) return null;
     const record = JSON.parse(raw) as ConsoleSessionRecord;
-    return record.expiresAt > this.now() ? record : null;
+    if (record.expiresAt <= this.now()) return null;
+    if (record.role === 'operator' && !sameText(record.adminTokenDigest ?? '', this.adminTokenDigest)) return null;
+    return record;
   }
 
   /** Ends a session (sign-out). */

@@ -27,6 +27,7 @@ export function wireConsole(
     redis,
     prefix,
     secret: config.consoleSessionSecret ?? deriveSessionSecret(config.adminToken),
+    adminToken: config.adminToken,
     ttlMs: config.consoleSessionTtlMs,
   });
   const limiter = new SignInLimiter({

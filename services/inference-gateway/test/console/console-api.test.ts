@@ -30,9 +30,9 @@ async function orgWithAdminKey(name: string) {
   return { org, admin: admin!, standard: standard! };
 }
 
-/** Signs in with `token`; returns the Cookie header value and the session. */
-async function signIn(token: string) {
-  const res = await request(gateway.baseUrl).post('/console/api/session').send({ token });
+/** Signs in with `token` (to this file's gateway unless told); returns the Cookie header value and the session. */
+async function signIn(token: string, baseUrl = gateway.baseUrl) {
+  const res = await request(baseUrl).post('/console/api/session').send({ token });
   expect(res.status).toBe(201);
   const setCookie = res.headers['set-cookie'] as unknown as string[];
   return { cookie: setCookie[0]!.split(';')[0]!, session: ConsoleSession.parse(res.body), setCookie: setCookie[0]! };
@@ -187,6 +187,58 @@ describe('sign-in and the session cookie', () => {
     expect(
       (await request(gateway.baseUrl).get(`/admin/v1/organizations/${org.id}/keys`).set('Cookie', cookie)).status,
     ).toBe(401);
+  });
+});
+
+describe('rotating ADMIN_TOKEN', () => {
+  it('ends the operator sessions opened with the old token, even under the same CONSOLE_SESSION_SECRET', async () => {
+    const secret = 'console-test-session-secret-kept-across-rotation';
+    const rotated = `${ADMIN_TOKEN}-rotated`;
+    const before = await startConsoleGateway({ CONSOLE_SESSION_SECRET: secret });
+    // The same deployment restarted: once with the same token, once with a new one.
+    const same = await startConsoleGateway({ CONSOLE_SESSION_SECRET: secret, REDIS_PREFIX: before.prefix });
+    const after = await startConsoleGateway({
+      CONSOLE_SESSION_SECRET: secret,
+      REDIS_PREFIX: before.prefix,
+      ADMIN_TOKEN: rotated,
+    });
+    try {
+      const org = await before.store.createOrganization({ name: 'Kept', budgets: ROOMY_BUDGETS, credit: 5 });
+      const admin = (await before.store.createKey(org.id, 'admin', 'admin'))!;
+      const orgAdmin = await signIn(admin.key, before.baseUrl);
+      const { cookie, session } = await signIn(ADMIN_TOKEN, before.baseUrl);
+      const stored = await before.redis.get(`${before.prefix}console:session:${cookie.split(/[=.]/)[1]}`);
+      expect(stored).toContain('"role":"operator"');
+      expect(stored).not.toContain(ADMIN_TOKEN);
+      const listOrgs = (baseUrl: string) => request(baseUrl).get('/admin/v1/organizations').set('Cookie', cookie);
+      expect((await listOrgs(same.baseUrl)).status).toBe(200);
+
+      expect((await request(after.baseUrl).get('/admin/v1/organizations').set(operator)).status).toBe(401);
+      expect((await listOrgs(after.baseUrl)).status).toBe(401);
+      const create = await request(after.baseUrl)
+        .post('/admin/v1/organizations')
+        .set('Cookie', cookie)
+        .set('x-csrf-token', session.csrf_token)
+        .send({ name: 'After rotation', budgets: ROOMY_BUDGETS });
+      expect(create.status).toBe(401);
+      expect((await request(after.baseUrl).get('/console/api/session').set('Cookie', cookie)).status).toBe(401);
+      // An organization admin signed in with a key, not the token: their session goes on.
+      const keys = await request(after.baseUrl)
+        .get(`/admin/v1/organizations/${org.id}/keys`)
+        .set('Cookie', orgAdmin.cookie);
+      expect(keys.status).toBe(200);
+
+      // A replica not yet restarted refuses the new token's session without ending it.
+      const fresh = await signIn(rotated, after.baseUrl);
+      const listWithFresh = (baseUrl: string) =>
+        request(baseUrl).get('/admin/v1/organizations').set('Cookie', fresh.cookie);
+      expect((await listWithFresh(before.baseUrl)).status).toBe(401);
+      expect((await listWithFresh(after.baseUrl)).status).toBe(200);
+    } finally {
+      await after.close();
+      await same.close();
+      await before.close();
+    }
   });
 });
 

@@ -76,7 +76,8 @@ export async function tokenCaller(
 /**
  * The caller of a live console session. An organization admin's session lasts only while the admin
  * key it was opened with does: once the key is revoked (or its organization deleted) the session
- * is destroyed and null returned.
+ * is destroyed and null returned. An operator's lasts only while the admin token it was opened
+ * with does, which ConsoleSessions.read checks before a session gets here.
  */
 export async function sessionCaller(
   store: AccountStore,
