@@ -8,15 +8,29 @@ export type Route =
   | { page: 'models' }
   | { page: 'unknown' };
 
-/** Parses `#/organizations`, `#/organizations/<id>/keys`, `#/organizations/<id>/usage`, `#/models`. */
+/**
+ * Parses `#/organizations`, `#/organizations/<id>/keys`, `#/organizations/<id>/usage`, `#/models`.
+ * A hash with a broken percent-escape (`%E0%A4%A`, from a link cut short) is an unknown page, not
+ * an exception that would leave the page blank.
+ */
 export function parseRoute(hash: string): Route {
-  const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodePart);
+  if (parts.includes(null)) return { page: 'unknown' };
   if (parts.length === 0 || (parts.length === 1 && parts[0] === 'organizations')) return { page: 'organizations' };
   if (parts.length === 1 && parts[0] === 'models') return { page: 'models' };
   if (parts.length === 3 && parts[0] === 'organizations' && (parts[2] === 'keys' || parts[2] === 'usage')) {
     return { page: parts[2], orgId: parts[1] as string };
   }
   return { page: 'unknown' };
+}
+
+/** A percent-decoded hash segment, or null when its escapes are malformed. */
+function decodePart(part: string): string | null {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return null;
+  }
 }
 
 /** The hash of a route. */

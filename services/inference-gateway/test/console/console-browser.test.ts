@@ -216,6 +216,11 @@ describe('the console in chromium', () => {
       expect(text).not.toContain('their-secret-key-name');
       expect(text).not.toContain(theirKey!.last4);
     }
+    // A link with a broken percent-escape (cut short) opens on the admin's own keys, not a blank page.
+    await page.goto('about:blank');
+    await page.goto(`${gateway.baseUrl}/console/#/organizations/%E0%A4%A/keys`);
+    await page.getByText(`Admin of ${mine.id}`).waitFor();
+    await page.getByRole('heading', { name: /API keys/, level: 1 }).waitFor();
     // The page's own session cannot be talked into it either: the API answers 404 / 403.
     const answers = await page.evaluate(async (id) => {
       const session = (await (await fetch('/console/api/session')).json()) as { csrf_token: string };
