@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ConfigError, envBoolean, loadConfig } from '@tollway/service-kit';
+import { ConfigError, envBoolean, loadConfig, redisUrl } from '@tollway/service-kit';
 
 const schema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -44,4 +44,17 @@ describe('loadConfig', () => {
     expect(() => loadConfig(schema, sources, { env: {}, argv: ['--nope'] })).toThrow(ConfigError);
     expect(() => loadConfig(schema, sources, { env: {}, argv: ['--port'] })).toThrow(/needs a value/);
   });
+});
+
+describe('redisUrl', () => {
+  it.each([
+    'redis://127.0.0.1:6379',
+    'rediss://user:pw@cache.internal:6380/2',
+    'redis://[::1]:6379',
+    '/run/redis.sock',
+  ])('takes %s', (address) => expect(redisUrl.safeParse(address).success).toBe(true));
+  it.each(['notaurl', 'localhost:6379', 'http://127.0.0.1:6379', 'redis://', 'redis:///0', ''])(
+    'refuses %p',
+    (address) => expect(redisUrl.safeParse(address).success).toBe(false),
+  );
 });

@@ -4,6 +4,7 @@ import {
   HTTP_LIMIT_FIELDS,
   HTTP_LIMIT_SOURCES,
   loadConfig,
+  redisUrl,
   type ConfigSource,
   type HttpLimits,
 } from '@tollway/service-kit';
@@ -15,7 +16,7 @@ import { TELEMETRY_CONFIG_FIELDS, TELEMETRY_CONFIG_SOURCES, type TelemetryConfig
  */
 export const SHARED_CONFIG_FIELDS = {
   /** Redis the sessions, the queue and the accounts live in; default `redis://127.0.0.1:6379`. */
-  redisUrl: z.string().min(1).default('redis://127.0.0.1:6379'),
+  redisUrl: redisUrl.default('redis://127.0.0.1:6379'),
   /** Prefix of every Redis key and channel; default `tollway:`. */
   redisPrefix: z.string().default('tollway:'),
   /** winston log level; default `info`. */

@@ -1,7 +1,14 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_ENGINE_RESPONSE_LIMITS } from './engines/engine.types';
-import { envBoolean, HTTP_LIMIT_FIELDS, HTTP_LIMIT_SOURCES, loadConfig, type ConfigSource } from '@tollway/service-kit';
+import {
+  envBoolean,
+  HTTP_LIMIT_FIELDS,
+  HTTP_LIMIT_SOURCES,
+  loadConfig,
+  redisUrl,
+  type ConfigSource,
+} from '@tollway/service-kit';
 import { TELEMETRY_CONFIG_FIELDS, TELEMETRY_CONFIG_SOURCES } from '@tollway/telemetry';
 
 /** The catalog that ships with the service (copied into `dist/` by the build). */
@@ -21,7 +28,7 @@ export const GatewayConfigSchema = z.object({
   /** Interface to bind; default all interfaces. */
   host: z.string().default('0.0.0.0'),
   /** Redis connection URL; default `redis://127.0.0.1:6379`. */
-  redisUrl: z.string().default('redis://127.0.0.1:6379'),
+  redisUrl: redisUrl.default('redis://127.0.0.1:6379'),
   /** Prefix of every Redis key the gateway writes; default `tollway:`. */
   redisPrefix: z.string().default('tollway:'),
   /** Path of the model catalog (YAML or JSON); default the shipped catalog. */

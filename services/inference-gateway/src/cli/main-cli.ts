@@ -1,26 +1,45 @@
 import { createAccountStore } from '@tollway/accounts';
-import { createRedis } from '@tollway/service-kit';
+import { ConfigError, createRedis } from '@tollway/service-kit';
 import { loadGatewayConfig } from '../config';
 import { runCli } from './tollway-cli';
 
 /** `pnpm tollway …`: the operator CLI, over the Redis named by the gateway's REDIS_URL / REDIS_PREFIX. */
 async function main(): Promise<number> {
   // The command line belongs to the CLI, not to the gateway's flags.
-  const config = loadGatewayConfig({ argv: [] });
+  let config;
+  try {
+    config = loadGatewayConfig({ argv: [] });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`tollway: ${err.message}\n`);
+    return 1;
+  }
   // A command whose answer a broken connection lost is not sent again (it may have run: a credit
   // top-up would apply twice); it fails after 10 s without an answer, and the CLI exits 2.
   const redis = createRedis(config.redisUrl, {
     name: 'tollway-cli',
     extra: { lazyConnect: true, autoResendUnfulfilledCommands: false, commandTimeout: 10_000 },
   });
+  // A connection failure fails the command, which says so in one line; ioredis's own report of
+  // each reconnect attempt (a stack trace each) would bury it.
+  redis.on('error', () => undefined);
   try {
     return await runCli(process.argv.slice(2), createAccountStore({ redis, prefix: config.redisPrefix }), {
       out: (text) => process.stdout.write(text),
       err: (text) => process.stderr.write(text),
+      redisAddress: withoutPassword(config.redisUrl),
     });
   } finally {
     redis.disconnect();
   }
+}
+
+/** A Redis URL with its password (if any) masked, to show in a message. */
+function withoutPassword(address: string): string {
+  if (!URL.canParse(address)) return address;
+  const url = new URL(address);
+  if (url.password) url.password = '***';
+  return url.toString();
 }
 
 main().then((code) => {

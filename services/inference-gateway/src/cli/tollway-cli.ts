@@ -8,12 +8,15 @@ import {
   IDEMPOTENCY_KEY_PATTERN,
   UpdateOrganizationRequest,
 } from '@tollway/contracts';
+import { isRedisUnavailable } from '@tollway/service-kit';
 import type { z } from 'zod';
 
 /** Where the CLI writes: stdout for results (JSON), stderr for problems. */
 export interface CliOutput {
   out(text: string): void;
   err(text: string): void;
+  /** The Redis the store uses, as shown in a failure to reach it (no password); absent: not named. */
+  redisAddress?: string;
 }
 
 /** Thrown for a command that cannot be carried out (unknown organization…); exit code 1. */
@@ -234,7 +237,11 @@ export async function runCli(args: readonly string[], store: AccountStore, outpu
       output.err(`${err.message}\n`);
       return 1;
     }
-    output.err(`tollway: ${err instanceof Error ? err.message : String(err)}\n`);
+    const message = err instanceof Error ? err.message : String(err);
+    if (isRedisUnavailable(err)) {
+      const where = output.redisAddress ? ` at ${output.redisAddress}` : '';
+      output.err(`tollway: Redis${where} did not answer (${message}). Is it running, and is REDIS_URL right?\n`);
+    } else output.err(`tollway: ${message}\n`);
     return 2;
   }
 }

@@ -216,4 +216,36 @@ describe('tollway CLI', () => {
     expect(JSON.parse(stdout)).toMatchObject({ id, name: 'Entry' });
     expect((await store.getOrganization(id))?.name).toBe('Entry');
   });
+
+  it('says in one line that Redis did not answer, naming it without its password, and exits 2', async () => {
+    const [node, ...args] = nodeCommand(path.resolve(__dirname, '../../src/cli/main-cli.ts'));
+    // Nothing listens on port 9 (discard); the password must not be shown.
+    const env = { ...ENV, REDIS_URL: 'redis://:hunter2@127.0.0.1:9' };
+    const failed = await exec(node!, [...args, 'orgs', 'list'], { env }).then(
+      () => null,
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(failed).toMatchObject({ code: 2, stdout: '' });
+    expect(failed!.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(
+        /^tollway: Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:9 did not answer \(.+\)\. Is it running/,
+      ),
+    ]);
+    expect(failed!.stderr).not.toContain('hunter2');
+  });
+
+  it('refuses a REDIS_URL that is not a Redis address before doing anything', async () => {
+    const [node, ...args] = nodeCommand(path.resolve(__dirname, '../../src/cli/main-cli.ts'));
+    for (const bad of ['notaurl', 'http://127.0.0.1:6379', 'redis://']) {
+      const failed = await exec(node!, [...args, 'orgs', 'list'], { env: { ...ENV, REDIS_URL: bad } }).then(
+        () => null,
+        (err: { code: number; stderr: string }) => err,
+      );
+      expect([bad, failed?.code]).toEqual([bad, 1]);
+      expect(failed!.stderr).toMatch(
+        /^tollway: Invalid configuration: REDIS_URL \(--redis-url\): must be a redis:\/\/ /,
+      );
+      expect(failed!.stderr.trim().split('\n')).toHaveLength(1);
+    }
+  });
 });
