@@ -47,6 +47,30 @@ describe('admin API guard', () => {
   );
 });
 
+describe('admin answers', () => {
+  it('are never cached nor sniffed: no-store and nosniff on reads, writes and refusals alike', async () => {
+    const org = await request(app)
+      .post('/admin/v1/organizations')
+      .set(auth)
+      .send({ name: 'Headers', budgets: { requests: 1, input_tokens: 1, output_tokens: 1 } });
+    const id = Organization.parse(org.body).id;
+    const answers = [
+      org,
+      await request(app).get('/admin/v1/organizations').set(auth),
+      await request(app).get(`/admin/v1/organizations/${id}/usage`).set(auth),
+      await request(app).post(`/admin/v1/organizations/${id}/keys`).set(auth).send({}),
+      await request(app).get(`/admin/v1/organizations/${id}/keys`).set(auth),
+      await request(app).get('/admin/v1/organizations'),
+      await request(app).get('/admin/v1/nowhere').set(auth),
+    ];
+    expect(answers.map((res) => res.status)).toEqual([201, 200, 200, 201, 200, 401, 404]);
+    for (const res of answers) {
+      expect(res.headers['cache-control']).toBe('no-store');
+      expect(res.headers['x-content-type-options']).toBe('nosniff');
+    }
+  });
+});
+
 describe('unknown admin endpoints', () => {
   it('answer 404 not_found in the envelope, after the token check', async () => {
     const res = await request(app).delete('/admin/v1/keys/key_1').set(auth);

@@ -35,6 +35,13 @@ export interface AdminRouterOptions {
  */
 export function buildAdminRouter(options: AdminRouterOptions): Router {
   const router = Router();
+  // Every answer is about organizations, keys and spend: no cache keeps it, and no browser reads
+  // it as anything but the JSON it is (refusals included).
+  router.use((_req, res, next) => {
+    res.setHeader('cache-control', 'no-store');
+    res.setHeader('x-content-type-options', 'nosniff');
+    next();
+  });
   router.use(authenticateAdminCaller(options), jsonBody(ADMIN_BODY_LIMITS));
   router.use(organizationsRoutes(options.store));
   router.use(keysRoutes(options.store));

@@ -15,7 +15,7 @@ export function keysRoutes(store: AccountStore): Router {
     if (!body.success) throw invalidAdminRequest(body.error);
     const created = await store.createKey(req.params.orgId, body.data.name, body.data.role);
     if (!created) throw organizationNotFound(req.params.orgId);
-    res.status(201).setHeader('cache-control', 'no-store').json(createdApiKeyView(created));
+    res.status(201).json(createdApiKeyView(created));
   });
 
   router.get('/organizations/:orgId/keys', async (req, res) => {

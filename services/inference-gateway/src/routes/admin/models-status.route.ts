@@ -43,7 +43,7 @@ export function modelStatusRoutes(source: ModelStatusSource): Router {
       }),
     );
     const list: ModelStatusList = { object: 'list', data };
-    res.setHeader('cache-control', 'no-store').json(list);
+    res.json(list);
   });
   return router;
 }
