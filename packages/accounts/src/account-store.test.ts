@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { createAccountStore } from './account-store';
+import { createAccountStore, DEFAULT_MAX_KEYS_PER_ORGANIZATION } from './account-store';
 import { hashApiKey } from './api-key';
 import { DEV_ORG_ID, ensureDevOrganization } from './dev-organization';
 import { deleteKeysWithPrefix } from './test-redis';
@@ -164,6 +164,65 @@ describe('keys', () => {
     // Nothing of them left in the key-to-org index either.
     const index = await redis.hgetall(`${prefix}key-orgs`);
     expect(Object.values(index).filter((orgId) => orgId.startsWith('race'))).toEqual([]);
+  });
+});
+
+describe('the cap on keys per organization', () => {
+  const capped = createAccountStore({ redis, prefix, now: () => nowMs, maxKeysPerOrganization: 5 });
+
+  it('refuses a key past the cap, revoked keys counted (they stay stored), leaving nothing of it behind', async () => {
+    const org = await capped.createOrganization({ name: 'Capped', budgets, credit: 1 });
+    const made = [];
+    for (let i = 0; i < 5; i++) made.push((await capped.createKey(org.id, `k${i}`))!);
+    await capped.revokeKey(made[0]!.id);
+    const indexBefore = (await redis.keys(`${prefix}apikey:*`)).length;
+    const refused = capped.createKey(org.id, 'one too many');
+    await expect(refused).rejects.toMatchObject({ reason: 'key_limit_reached', orgId: org.id });
+    await expect(capped.registerKey(org.id, `tw-${'Q'.repeat(43)}`, 'given')).rejects.toMatchObject({
+      reason: 'key_limit_reached',
+    });
+    expect(await redis.scard(`${prefix}{org:${org.id}}:keys`)).toBe(5);
+    expect((await redis.keys(`${prefix}apikey:*`)).length).toBe(indexBefore);
+    expect((await capped.listKeys(org.id))?.map((k) => k.name).sort()).toEqual(['k0', 'k1', 'k2', 'k3', 'k4']);
+    // A key registered already is answered as it is, cap or not (the dev key on every start).
+    expect(await capped.registerKey(org.id, made[1]!.key, 'again')).toMatchObject({ id: made[1]!.id });
+  });
+
+  it('holds when many keys are created at once: exactly the cap is made, none past it', async () => {
+    const org = await capped.createOrganization({ name: 'Burst', budgets, credit: 1 });
+    const outcomes = await Promise.allSettled(Array.from({ length: 40 }, () => capped.createKey(org.id)));
+    const made = outcomes.filter((o) => o.status === 'fulfilled' && o.value !== null);
+    const refused = outcomes.filter((o) => o.status === 'rejected' && o.reason.reason === 'key_limit_reached');
+    expect([made.length, refused.length]).toEqual([5, 35]);
+    expect(await redis.scard(`${prefix}{org:${org.id}}:keys`)).toBe(5);
+    for (const outcome of made) {
+      const key = (outcome as PromiseFulfilledResult<{ key: string }>).value.key;
+      expect(await redis.exists(`${prefix}apikey:${hashApiKey(key)}`)).toBe(1);
+    }
+  });
+
+  it('defaults to DEFAULT_MAX_KEYS_PER_ORGANIZATION', () => {
+    expect(store.maxKeysPerOrganization).toBe(DEFAULT_MAX_KEYS_PER_ORGANIZATION);
+    expect(DEFAULT_MAX_KEYS_PER_ORGANIZATION).toBe(1000);
+  });
+
+  it('lists keys in one round trip for the records, not one per key', async () => {
+    const org = await store.createOrganization({ name: 'Many keys', budgets, credit: 1 });
+    await Promise.all(Array.from({ length: 50 }, (_, i) => store.createKey(org.id, `k${i}`)));
+    const client = redis.duplicate();
+    await client.ping();
+    // Each write to the socket is one round trip: a pipeline goes out in one.
+    const stream = (client as unknown as { stream: { write: (...args: unknown[]) => boolean } }).stream;
+    let writes = 0;
+    const write = stream.write.bind(stream);
+    stream.write = (...args: unknown[]) => {
+      writes++;
+      return write(...args);
+    };
+    const listed = await createAccountStore({ redis: client, prefix }).listKeys(org.id);
+    client.disconnect();
+    expect(listed).toHaveLength(50);
+    expect(writes).toBeLessThanOrEqual(3); // the organization, its key set, the records
   });
 });
 

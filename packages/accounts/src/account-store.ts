@@ -35,15 +35,30 @@ export interface AccountStoreOptions {
   prefix: string;
   /** Milliseconds since the epoch; injectable for tests. Default Date.now. */
   now?: () => number;
+  /** The most keys, live and revoked, one organization may hold; default DEFAULT_MAX_KEYS_PER_ORGANIZATION. */
+  maxKeysPerOrganization?: number;
 }
+
+/**
+ * The most keys one organization holds by default, live and revoked (a revoked key stays listed
+ * until its organization is deleted): about 1.3 MB of Redis at most, and a key list that loads at
+ * once. A team with a key per service and environment, rotated now and then, stays far below it.
+ */
+export const DEFAULT_MAX_KEYS_PER_ORGANIZATION = 1000;
 
 /** Thrown when an argument can never be stored (bad id, duplicate id, malformed key). */
 export class AccountError extends Error {
   constructor(
     message: string,
     readonly reason:
-      'invalid_id' | 'conflict' | 'id_retired' | 'invalid_key' | 'idempotency_key_reused' | 'credit_out_of_range',
-    /** The organization id it is about (`conflict`, `id_retired`): given, or derived from an idempotency key. */
+      | 'invalid_id'
+      | 'conflict'
+      | 'id_retired'
+      | 'invalid_key'
+      | 'idempotency_key_reused'
+      | 'credit_out_of_range'
+      | 'key_limit_reached',
+    /** The organization id it is about (`conflict`, `id_retired`, `key_limit_reached`): given, or derived from an idempotency key. */
     readonly orgId?: string,
   ) {
     super(message);
@@ -75,6 +90,8 @@ function sha256Hex(text: string): string {
 /** Organizations and API keys in Redis. Methods return null where the organization or key does not exist. */
 export class AccountStore {
   readonly keys: AccountKeys;
+  /** The most keys, live and revoked, one organization may hold (createKey and registerKey refuse more). */
+  readonly maxKeysPerOrganization: number;
   private readonly redis: Redis;
   private readonly now: () => number;
 
@@ -82,6 +99,7 @@ export class AccountStore {
     this.redis = options.redis;
     this.keys = accountKeys(options.prefix);
     this.now = options.now ?? Date.now;
+    this.maxKeysPerOrganization = options.maxKeysPerOrganization ?? DEFAULT_MAX_KEYS_PER_ORGANIZATION;
   }
 
   /**
@@ -263,14 +281,19 @@ export class AccountStore {
     return existed === 1;
   }
 
-  /** Creates a random key for an organization (role default `standard`); the plaintext is in the result and nowhere else. */
+  /**
+   * Creates a random key for an organization (role default `standard`); the plaintext is in the
+   * result and nowhere else. Throws AccountError `key_limit_reached` when the organization holds
+   * maxKeysPerOrganization keys already, revoked ones included.
+   */
   async createKey(orgId: string, name?: string | null, role: KeyRole = 'standard'): Promise<CreatedApiKey | null> {
     return this.registerKey(orgId, generateApiKey(), name ?? null, role);
   }
 
   /**
    * Registers a given plaintext key (the dev key of the quickstart). Idempotent: a key that is
-   * already registered to this organization is returned as it is. Null when the org is missing.
+   * already registered to this organization is returned as it is. Null when the org is missing;
+   * AccountError `key_limit_reached` when it holds maxKeysPerOrganization keys already.
    */
   async registerKey(
     orgId: string,
@@ -310,8 +333,16 @@ export class AccountStore {
     const recorded = await activateKeyScript.run(
       this.redis,
       [this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.key(orgId, id)],
-      [id, ...Object.entries(record).flat()],
+      [id, this.maxKeysPerOrganization, ...Object.entries(record).flat()],
     );
+    if (recorded === 2) {
+      await this.redis.del(this.keys.keyByHash(hash));
+      throw new AccountError(
+        `Organization "${orgId}" holds ${this.maxKeysPerOrganization} keys (revoked ones count), the most one may.`,
+        'key_limit_reached',
+        orgId,
+      );
+    }
     if (recorded !== 1) {
       // The organization was deleted since the check above: nothing of the key may stay.
       await this.redis.del(this.keys.keyByHash(hash));
@@ -348,9 +379,15 @@ export class AccountStore {
   async listKeys(orgId: string): Promise<ApiKeyInfo[] | null> {
     if (!ORG_ID_PATTERN.test(orgId) || !(await this.redis.exists(this.keys.org(orgId)))) return null;
     const ids = await this.redis.smembers(this.keys.orgKeys(orgId));
-    const records = await Promise.all(ids.map((id) => this.redis.hgetall(this.keys.key(orgId, id))));
-    return records
-      .map(toKeyInfo)
+    // One round trip for all the records, not one per key.
+    const pipeline = this.redis.pipeline();
+    for (const id of ids) pipeline.hgetall(this.keys.key(orgId, id));
+    const replies = (await pipeline.exec()) ?? [];
+    return replies
+      .map(([err, record]) => {
+        if (err) throw err;
+        return toKeyInfo(record as Record<string, string>);
+      })
       .filter((info): info is ApiKeyInfo => info !== null)
       .sort((a, b) => a.created - b.created || a.id.localeCompare(b.id));
   }

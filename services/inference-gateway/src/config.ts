@@ -9,6 +9,7 @@ import {
   redisUrl,
   type ConfigSource,
 } from '@tollway/service-kit';
+import { DEFAULT_MAX_KEYS_PER_ORGANIZATION } from '@tollway/accounts';
 import { TELEMETRY_CONFIG_FIELDS, TELEMETRY_CONFIG_SOURCES } from '@tollway/telemetry';
 
 /** The catalog that ships with the service (copied into `dist/` by the build). */
@@ -94,6 +95,11 @@ export const GatewayConfigSchema = z.object({
     .string()
     .regex(/^tw-[A-Za-z0-9_-]{32,128}$/, 'must be tw- followed by 32-128 letters, digits, _ or -')
     .optional(),
+  /**
+   * The most API keys one organization may hold, live and revoked (a revoked key stays listed until
+   * its organization is deleted); a create past it is 409 `key_limit_reached`. Default 1000.
+   */
+  maxKeysPerOrganization: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_MAX_KEYS_PER_ORGANIZATION),
   /** How long an API-key lookup is cached in process, ms (revocations evict at once via pub/sub); default 5000. */
   authCacheTtlMs: z.coerce.number().int().min(0).default(5000),
   /** Lifetime of a capacity lease without renewal, ms (a crashed replica's leases expire after it); default 30 000. */
@@ -163,6 +169,7 @@ export const GATEWAY_CONFIG_SOURCES: Record<keyof z.infer<typeof GatewayConfigSc
   serviceApiKeys: { env: 'SERVICE_API_KEYS' },
   adminToken: { env: 'ADMIN_TOKEN' },
   devApiKey: { env: 'DEV_API_KEY' },
+  maxKeysPerOrganization: { env: 'MAX_KEYS_PER_ORGANIZATION' },
   authCacheTtlMs: { env: 'AUTH_CACHE_TTL_MS' },
   capacityLeaseMs: { env: 'CAPACITY_LEASE_MS' },
   capacityRetryAfterMs: { env: 'CAPACITY_RETRY_AFTER_MS' },

@@ -5,17 +5,23 @@
  */
 
 /**
- * Records a new key in its organization, only while the organization exists. After
+ * Records a new key in its organization, only while the organization exists and holds fewer than
+ * the most keys one may (live and revoked: a revoked key's record stays, listed, until its
+ * organization is deleted, so only counting both bounds what one organization stores). The count
+ * and the write are one step, so keys created at once cannot take an organization past it. After
  * DELETE_ORG_LUA has run, no key can join the organization's set, so none escapes its revocation.
  *
  * KEYS[1]  the organization hash     KEYS[2]  the organization's key set
  * KEYS[3]  the key's record
- * ARGV[1]  key id; ARGV[2..] the record's field/value pairs
- * Returns  1 when recorded, 0 when the organization does not exist (nothing written)
+ * ARGV[1]  key id; ARGV[2] the most keys the organization may hold; ARGV[3..] the record's
+ *          field/value pairs
+ * Returns  1 when recorded, 0 when the organization does not exist, 2 when it holds ARGV[2] keys
+ *          already (nothing written either way)
  */
 export const ACTIVATE_KEY_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[3], unpack(ARGV, 2))
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return 2 end
+redis.call('HSET', KEYS[3], unpack(ARGV, 3))
 redis.call('SADD', KEYS[2], ARGV[1])
 return 1
 `;

@@ -127,7 +127,7 @@ export async function wireAccounts(
   let adminRouter: Router | undefined;
   let consoleRouter: Router | undefined;
   if (config.adminToken) {
-    const store = createAccountStore({ redis, prefix });
+    const store = createAccountStore({ redis, prefix, maxKeysPerOrganization: config.maxKeysPerOrganization });
     const consoleParts = wireConsole({ ...config, adminToken: config.adminToken }, redis, store, keys);
     consoleRouter = consoleParts.router;
     adminRouter = buildAdminRouter({

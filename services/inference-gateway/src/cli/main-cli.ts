@@ -24,11 +24,19 @@ async function main(): Promise<number> {
   // each reconnect attempt (a stack trace each) would bury it.
   redis.on('error', () => undefined);
   try {
-    return await runCli(process.argv.slice(2), createAccountStore({ redis, prefix: config.redisPrefix }), {
-      out: (text) => process.stdout.write(text),
-      err: (text) => process.stderr.write(text),
-      redisAddress: withoutPassword(config.redisUrl),
-    });
+    return await runCli(
+      process.argv.slice(2),
+      createAccountStore({
+        redis,
+        prefix: config.redisPrefix,
+        maxKeysPerOrganization: config.maxKeysPerOrganization,
+      }),
+      {
+        out: (text) => process.stdout.write(text),
+        err: (text) => process.stderr.write(text),
+        redisAddress: withoutPassword(config.redisUrl),
+      },
+    );
   } finally {
     redis.disconnect();
   }

@@ -190,7 +190,17 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
       const role = ApiKeyRole.safeParse(opts.role);
       if (!role.success) throw new CliError(`--role must be standard or admin, not '${opts.role}'.`);
       const request = checked(CreateApiKeyRequest, { name: opts.name, role: role.data });
-      const created = await store.createKey(orgId, request.name, request.role);
+      let created;
+      try {
+        created = await store.createKey(orgId, request.name, request.role);
+      } catch (err) {
+        if (err instanceof AccountError && err.reason === 'key_limit_reached') {
+          throw new CliError(
+            `Organization '${orgId}' holds ${store.maxKeysPerOrganization} keys, the most one may (revoked keys count, as they stay listed); raise MAX_KEYS_PER_ORGANIZATION to allow more.`,
+          );
+        }
+        throw err;
+      }
       print(created ? keyView(created) : missingOrg(orgId));
     });
   keys
