@@ -435,6 +435,32 @@ describe('keys and usage', () => {
     expect((await request(app).get('/admin/v1/organizations/nope/keys').set(auth)).status).toBe(404);
   });
 
+  it('refuses a key past MAX_KEYS_PER_ORGANIZATION with 409 key_limit_reached, revoked keys counted, also when sent at once', async () => {
+    const capped = express();
+    const cappedStore = createAccountStore({ redis, prefix, maxKeysPerOrganization: 3 });
+    capped.use(ADMIN_BASE_PATH, buildAdminRouter({ store: cappedStore, adminToken: ADMIN_TOKEN }));
+    capped.use(errorMiddleware(createLogger({ service: 'test', silent: true })));
+    const budgets = { requests: 10, input_tokens: 10, output_tokens: 10 };
+    const org = await cappedStore.createOrganization({ name: 'Capped', budgets, credit: 1 });
+    const keysOf = `/admin/v1/organizations/${org.id}/keys`;
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push((await request(capped).post(keysOf).set(auth).send({})).body.id);
+    await request(capped).delete(`${keysOf}/${made[0]}`).set(auth).expect(200);
+    const refused = await request(capped).post(keysOf).set(auth).send({ name: 'fourth' });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: 'key_limit_reached', type: 'invalid_request_error', param: null });
+    expect(refused.body.error.message).toContain('holds 3 API keys');
+    expect(refused.body.error.message).toContain('MAX_KEYS_PER_ORGANIZATION');
+    expect(ApiKeyList.parse((await request(capped).get(keysOf).set(auth)).body).data).toHaveLength(3);
+
+    const burst = await cappedStore.createOrganization({ name: 'Burst', budgets, credit: 1 });
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, () => request(capped).post(`/admin/v1/organizations/${burst.id}/keys`).set(auth)),
+    );
+    expect(answers.filter((res) => res.status === 201)).toHaveLength(3);
+    expect(answers.filter((res) => res.status === 409)).toHaveLength(9);
+  });
+
   it('reports usage recorded by settlement, per model and per minute', async () => {
     const org = Organization.parse(
       (

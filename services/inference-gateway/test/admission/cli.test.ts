@@ -187,6 +187,23 @@ describe('tollway CLI', () => {
     expect(await store.listKeys(org.id)).toHaveLength(1);
   });
 
+  it('keys create past MAX_KEYS_PER_ORGANIZATION says so and exits 1, through the real entry point', async () => {
+    const org = await smallOrg('Capped');
+    await store.createKey(org.id);
+    await store.revokeKey((await store.createKey(org.id))!.id);
+    const [node, ...args] = nodeCommand(path.resolve(__dirname, '../../src/cli/main-cli.ts'));
+    const env = { ...ENV, MAX_KEYS_PER_ORGANIZATION: '2' };
+    const refused = await exec(node!, [...args, 'keys', 'create', org.id], { env }).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code: number; stderr: string }) => err,
+    );
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      `Organization '${org.id}' holds 2 keys, the most one may (revoked keys count, as they stay listed); raise MAX_KEYS_PER_ORGANIZATION to allow more.\n`,
+    );
+    expect(await store.listKeys(org.id)).toHaveLength(2);
+  });
+
   it('usage shows what settlement recorded', async () => {
     const org = await store.createOrganization({
       name: 'U',

@@ -11,6 +11,7 @@ jest.setTimeout(120_000);
 
 const ARTIFACTS = path.resolve(__dirname, '..', '..', '..', '..', 'artifacts', 'console');
 const HOSTILE = '<img src=x onerror=alert(1)>';
+const KEY_CAP = 6;
 const WIDTHS = { phone: { width: 390, height: 844 }, desktop: { width: 1280, height: 900 } };
 
 let gateway: ConsoleGateway;
@@ -21,7 +22,8 @@ const dialogs: string[] = [];
 beforeAll(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   built = await buildConsole();
-  gateway = await startConsoleGateway({ CONSOLE_DIR: built.dir });
+  // A cap on keys per organization that no other test here reaches (see the key-limit test).
+  gateway = await startConsoleGateway({ CONSOLE_DIR: built.dir, MAX_KEYS_PER_ORGANIZATION: String(KEY_CAP) });
   // launch() gives the browser a fresh temporary profile of its own and removes it on close.
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
@@ -183,6 +185,26 @@ describe('the console in chromium', () => {
 
     expect(await cspViolations(page)).toEqual([]);
     expect(dialogs).toEqual([]);
+    await context.close();
+  });
+
+  it("shows the admin API's refusal when an organization holds MAX_KEYS_PER_ORGANIZATION keys", async () => {
+    const org = await gateway.store.createOrganization({ name: 'Full', budgets: ROOMY_BUDGETS, credit: 1 });
+    const admin = await gateway.store.createKey(org.id, 'admin', 'admin');
+    for (let i = 1; i < KEY_CAP - 1; i++) await gateway.store.createKey(org.id, `k${i}`);
+    const { context, page } = await newContext();
+    await signIn(page, admin!.key);
+    await page.getByRole('heading', { name: /API keys/, level: 1 }).waitFor();
+    await createKey(page, 'the last one', 'standard');
+    await page.getByLabel('Name (optional)').fill('one too many');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page
+      .getByRole('alert')
+      .filter({ hasText: `Organization '${org.id}' holds ${KEY_CAP} API keys, the most one may` })
+      .waitFor();
+    expect(await page.locator('#new-key-value').count()).toBe(0);
+    expect(await gateway.store.listKeys(org.id)).toHaveLength(KEY_CAP);
+    expect(await cspViolations(page)).toEqual([]);
     await context.close();
   });
 

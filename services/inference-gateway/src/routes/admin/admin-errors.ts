@@ -108,6 +108,20 @@ export function idempotencyKeyReused(): ServiceError {
   });
 }
 
+/**
+ * 409 `key_limit_reached`: the organization holds the most keys it may (`MAX_KEYS_PER_ORGANIZATION`).
+ * Revoked keys count, as their records stay listed until the organization is deleted: the cap
+ * bounds what one organization stores. Sending the request again changes nothing.
+ */
+export function keyLimitReached(orgId: string, limit: number): ServiceError {
+  return new ServiceError({
+    status: 409,
+    code: 'key_limit_reached',
+    param: null,
+    message: `Organization '${orgId.slice(0, 64)}' holds ${limit} API keys, the most one may (revoked keys count, as they stay listed). Ask the operator to raise MAX_KEYS_PER_ORGANIZATION.`,
+  });
+}
+
 /** 400 `credit_out_of_range`: a top-up would take the credit past CREDIT_LIMIT either way. */
 export function creditOutOfRange(limit: number): ServiceError {
   return new ServiceError({

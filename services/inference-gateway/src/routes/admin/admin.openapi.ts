@@ -161,7 +161,14 @@ export function adminOpenApi(): InferenceOpenApiOptions {
       post: op('createApiKey', 'Create an API key (the plaintext is shown only in this answer)', {
         parameters: [ORG],
         requestBody: { ...body('CreateApiKeyRequest'), required: false },
-        responses: { '201': json('The new key, with `key`.', 'CreatedApiKey'), '400': INVALID, '404': NOT_FOUND },
+        responses: {
+          '201': json('The new key, with `key`.', 'CreatedApiKey'),
+          '400': INVALID,
+          '404': NOT_FOUND,
+          '409': error(
+            'The organization holds `MAX_KEYS_PER_ORGANIZATION` keys already, revoked ones included (`key_limit_reached`).',
+          ),
+        },
       }),
       get: op('listApiKeys', 'List API keys, live and revoked', {
         parameters: [ORG],

@@ -1,8 +1,8 @@
 import { Router } from 'express';
-import type { AccountStore } from '@tollway/accounts';
+import { AccountError, type AccountStore } from '@tollway/accounts';
 import { CreateApiKeyRequest, type ApiKeyList } from '@tollway/contracts';
 import { requireOrgAccess } from './admin-access';
-import { apiKeyNotFound, invalidAdminRequest, organizationNotFound } from './admin-errors';
+import { apiKeyNotFound, invalidAdminRequest, keyLimitReached, organizationNotFound } from './admin-errors';
 import { apiKeyView, createdApiKeyView } from './admin-views';
 
 /** An organization's API keys: create (plaintext shown once), list, revoke. Its admins may use these too. */
@@ -13,7 +13,15 @@ export function keysRoutes(store: AccountStore): Router {
   router.post('/organizations/:orgId/keys', async (req, res) => {
     const body = CreateApiKeyRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
-    const created = await store.createKey(req.params.orgId, body.data.name, body.data.role);
+    let created;
+    try {
+      created = await store.createKey(req.params.orgId, body.data.name, body.data.role);
+    } catch (err) {
+      if (err instanceof AccountError && err.reason === 'key_limit_reached') {
+        throw keyLimitReached(req.params.orgId, store.maxKeysPerOrganization);
+      }
+      throw err;
+    }
     if (!created) throw organizationNotFound(req.params.orgId);
     res.status(201).json(createdApiKeyView(created));
   });
