@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { createAccountStore } from './account-store';
+import { createAccountStore, deleteOrganizationRecord } from './account-store';
+import { hashApiKey } from './api-key';
 import { createKeyAuthenticator, type KeyAuthenticator } from './key-authenticator';
-import { deleteKeysWithPrefix } from './test-redis';
+import { countSocketWrites, deleteKeysWithPrefix } from './test-redis';
 
 const prefix = `test-${randomUUID()}:`;
 const redis = new Redis('redis://127.0.0.1:6379');
@@ -93,8 +94,8 @@ describe('createKeyAuthenticator', () => {
     await client.ping();
     const before = count();
     for (let i = 0; i < 20; i++) expect(await auth.authenticate(created!.key)).not.toBeNull();
-    // One lookup, and one `last_used` write (at most one per key and minute).
-    expect(count() - before).toBe(2);
+    // One lookup (the key, then its organization), and one `last_used` write (at most one per key and minute).
+    expect(count() - before).toBe(3);
   });
 
   it('sees a revocation on another replica within a second despite a long cache TTL', async () => {
@@ -133,4 +134,63 @@ describe('createKeyAuthenticator', () => {
     expect(await auth.authenticate(created!.key)).toBeNull();
     await auth.close();
   });
+});
+
+describe('keys of a deleted organization', () => {
+  it('are refused, cached or not, when the delete died before revoking them; a delete sent again finishes it', async () => {
+    const cached = authenticator(60_000);
+    await cached.ready();
+    const org = await store.createOrganization({ name: 'Interrupted', budgets, credit: 1 });
+    const created = [
+      (await store.createKey(org.id))!,
+      (await store.createKey(org.id, 'admin', 'admin'))!,
+      (await store.createKey(org.id))!,
+    ];
+    for (const key of created) expect(await cached.authenticate(key.key)).not.toBeNull();
+
+    await deleteOrganizationRecord(redis, store.keys, org.id, Date.now()); // and killed there
+    // Not revoked: their index entries are still there.
+    for (const key of created) expect(await redis.exists(`${prefix}apikey:${hashApiKey(key.key)}`)).toBe(1);
+    const fresh = authenticator(60_000);
+    await fresh.ready();
+    for (const key of created) expect(await fresh.authenticate(key.key)).toBeNull();
+    // The replica that had them cached drops them on the deletion's message.
+    const deletedAt = Date.now();
+    while ((await cached.authenticate(created[0]!.key)) !== null && Date.now() - deletedAt < 1000) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    for (const key of created) expect(await cached.authenticate(key.key)).toBeNull();
+
+    // The operator sends the delete again: it revokes what is left and answers as a delete.
+    expect(await store.deleteOrganization(org.id)).toBe(true);
+    for (const key of created) expect(await redis.exists(`${prefix}apikey:${hashApiKey(key.key)}`)).toBe(0);
+    expect(await store.deleteOrganization(org.id)).toBe(false);
+  });
+
+  it('are refused by a fresh lookup even when no message told of the deletion', async () => {
+    const org = await store.createOrganization({ name: 'Silent', budgets, credit: 1 });
+    const created = (await store.createKey(org.id))!;
+    await redis.del(store.keys.org(org.id));
+    const auth = authenticator();
+    await auth.ready();
+    expect(await auth.authenticate(created.key)).toBeNull();
+  });
+
+  it('are revoked in pipelined batches: a delete of 1,000 keys (the cap) takes a few round trips, not some per key', async () => {
+    const org = await store.createOrganization({ name: 'Many', budgets, credit: 1 });
+    const created = [];
+    for (let i = 0; i < 1000; i += 200) {
+      created.push(...(await Promise.all(Array.from({ length: 200 }, () => store.createKey(org.id)))));
+    }
+    const client = redis.duplicate();
+    await client.ping();
+    const writes = countSocketWrites(client);
+    expect(await createAccountStore({ redis: client, prefix }).deleteOrganization(org.id)).toBe(true);
+    client.disconnect();
+    expect(writes()).toBeLessThanOrEqual(20);
+    for (const key of created.slice(0, 50)) {
+      expect(await redis.exists(`${prefix}apikey:${hashApiKey(key!.key)}`)).toBe(0);
+    }
+    expect(await redis.scard(store.keys.orgKeys(org.id))).toBe(0);
+  }, 60_000);
 });

@@ -25,8 +25,8 @@ const touchKeyScript = luaScript(TOUCH_KEY_LUA, 'touch_key');
 export interface KeyAuthenticatorOptions {
   redis: Redis;
   /**
-   * A connection for the revocation channel. When absent one is made with `redis.duplicate()`
-   * and closed by `close()`; a given one is left open.
+   * A connection for the revocation and organization-change channels. When absent one is made
+   * with `redis.duplicate()` and closed by `close()`; a given one is left open.
    */
   subscriber?: Redis;
   /** Key prefix, e.g. `tollway:`. */
@@ -57,11 +57,18 @@ interface CacheEntry {
  * and evicts the key on every replica at once; the cache is only used while the subscription is
  * live (it is bypassed and emptied whenever the subscriber connection drops), and entries expire
  * after `cacheTtlMs` as a backstop. Unknown keys are never cached, so a new key works at once.
+ *
+ * A key whose organization no longer exists is refused, revoked or not: deleting an organization
+ * removes its record first and revokes its keys after, and a process that dies in between must
+ * leave none of them working. That costs a second round trip on a cache miss only (an EXISTS once
+ * the key's organization is known); the deletion is published on the organization-change channel
+ * in the same step as the record goes, and evicts that organization's cached keys at once.
  */
 export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAuthenticator {
   const { redis } = options;
   const keys = accountKeys(options.prefix);
   const channel = keys.revocationChannel();
+  const orgChannel = keys.orgChangeChannel();
   const ttlMs = options.cacheTtlMs ?? 5000;
   const maxEntries = options.maxCacheEntries ?? 10_000;
   const ownsSubscriber = options.subscriber === undefined;
@@ -71,16 +78,25 @@ export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAut
   const touched = new Map<string, number>();
   let live = false;
   let closed = false;
+  // Organization changes seen so far: a lookup that one overtook is not cached (it may have read
+  // an organization that was being deleted).
+  let orgChanges = 0;
 
-  const onMessage = (from: string, hash: string) => {
-    if (from === channel) cache.delete(hash);
+  const onMessage = (from: string, message: string) => {
+    if (from === channel) cache.delete(message);
+    if (from === orgChannel) forgetOrganization(message);
+  };
+  // Rare (an organization updated or deleted); the cache holds at most maxEntries keys.
+  const forgetOrganization = (orgId: string) => {
+    orgChanges++;
+    for (const [hash, entry] of cache) if (entry.principal.orgId === orgId) cache.delete(hash);
   };
   const onDown = () => {
     live = false;
     cache.clear();
   };
   const subscribe = () =>
-    subscriber.subscribe(channel).then(
+    subscriber.subscribe(channel, orgChannel).then(
       () => {
         if (!closed) live = true;
       },
@@ -96,6 +112,7 @@ export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAut
   async function lookup(hash: string): Promise<KeyPrincipal | null> {
     const record = await redis.hgetall(keys.keyByHash(hash));
     if (!record.org_id || !record.key_id || !record.hash || !sameKeyHash(record.hash, hash)) return null;
+    if ((await redis.exists(keys.org(record.org_id))) === 0) return null;
     return { orgId: record.org_id, keyId: record.key_id, role: record.role === 'admin' ? 'admin' : 'standard' };
   }
 
@@ -124,12 +141,13 @@ export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAut
       const pending = inFlight.get(hash);
       if (pending) return pending;
       const wasLive = live;
+      const changesBefore = orgChanges;
       const promise = lookup(hash).finally(() => inFlight.delete(hash));
       inFlight.set(hash, promise);
       const principal = await promise;
-      // Cache only when the subscription was live for the whole lookup: a revocation published
-      // in between would otherwise be missed.
-      if (principal && wasLive && live) {
+      // Cache only when the subscription was live for the whole lookup and no organization
+      // changed meanwhile: a revocation or deletion published in between would otherwise be missed.
+      if (principal && wasLive && live && orgChanges === changesBefore) {
         if (cache.size >= maxEntries) cache.clear();
         cache.set(hash, { principal, expires: now + ttlMs });
       }
@@ -145,6 +163,8 @@ export function createKeyAuthenticator(options: KeyAuthenticatorOptions): KeyAut
       subscriber.off('reconnecting', onDown);
       subscriber.off('ready', onReady);
       if (ownsSubscriber) subscriber.disconnect();
+      // The organization-change channel stays subscribed on a shared connection: others listen to
+      // it there (the session service's purge of deleted organizations' sessions).
       else await subscriber.unsubscribe(channel).catch(() => undefined);
     },
   };

@@ -9,3 +9,15 @@ export async function deleteKeysWithPrefix(redis: Redis, prefix: string): Promis
     if (found.length > 0) await redis.del(...found);
   } while (cursor !== '0');
 }
+
+/** Counts the writes to a connection's socket from now on (tests): each is one round trip, as a pipeline goes out in one. */
+export function countSocketWrites(client: Redis): () => number {
+  const stream = (client as unknown as { stream: { write: (...args: unknown[]) => boolean } }).stream;
+  let writes = 0;
+  const write = stream.write.bind(stream);
+  stream.write = (...args: unknown[]) => {
+    writes++;
+    return write(...args);
+  };
+  return () => writes;
+}

@@ -30,18 +30,22 @@ return 1
  * Deletes an organization's record, buckets and slices at once and lists its keys, from which no
  * key can be added any more (ACTIVATE_KEY_LUA needs the organization), for the caller to revoke.
  * The id is retired: a tombstone, kept for good, stops CREATE_ORG_LUA from giving it to a new
- * organization.
+ * organization. The deletion is published in the same step, so every key authenticator drops the
+ * organization's cached keys even if the caller dies before revoking them one by one (from then on
+ * an authenticator refuses them anyway: their organization is gone).
  *
  * KEYS[1]  the organization hash     KEYS[2]  the organization's key set
  * KEYS[3]  its buckets               KEYS[4]  its quota slices
  * KEYS[5]  its tombstone
  * ARGV[1]  now (unix seconds), what the tombstone holds
+ * ARGV[2]  the organization-change channel    ARGV[3]  the organization id
  * Returns  { 1 when the organization existed else 0, the key ids }
  */
 export const DELETE_ORG_LUA = `
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[3], KEYS[4])
 if existed == 1 then redis.call('SET', KEYS[5], ARGV[1]) end
+redis.call('PUBLISH', ARGV[2], ARGV[3])
 return { existed, redis.call('SMEMBERS', KEYS[2]) }
 `;
 
