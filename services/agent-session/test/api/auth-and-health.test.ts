@@ -1,6 +1,11 @@
 import { Redis } from 'ioredis';
 import request from 'supertest';
-import { createAccountStore, createKeyAuthenticator, type KeyAuthenticator } from '@tollway/accounts';
+import {
+  createAccountStore,
+  createKeyAuthenticator,
+  deleteOrganizationRecord,
+  type KeyAuthenticator,
+} from '@tollway/accounts';
 import { HealthResponse } from '@tollway/contracts';
 import { WorkerRegistration } from '../../src/worker/worker-registry';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from './api-harness';
@@ -94,6 +99,27 @@ describe('inbound auth (on by default)', () => {
       202,
     );
     expect((await request(api.app).delete(`/sessions/${id}`).set(as(keyA))).status).toBe(204);
+  });
+
+  it('refuses the keys of an organization whose delete died before revoking them, cached or not', async () => {
+    const accounts = createAccountStore({ redis, prefix });
+    const org = await accounts.createOrganization({ name: 'Half deleted', budgets, credit: 1 });
+    const key = (await accounts.createKey(org.id))!.key;
+    expect((await request(api.app).get('/sessions').set(as(key))).status).toBe(200); // cached now
+    // The delete's first step, and none of the revocations after it: the process was killed there.
+    await deleteOrganizationRecord(redis, accounts.keys, org.id, Date.now());
+    let status = 200;
+    for (let tries = 0; tries < 100 && status === 200; tries++) {
+      status = (await request(api.app).get('/sessions').set(as(key))).status;
+    }
+    expect(status).toBe(401);
+    // A replica that never saw the key refuses it at once.
+    const fresh = createKeyAuthenticator({ redis, prefix });
+    await fresh.ready();
+    const other = await startReplica(prefix, { authenticator: fresh });
+    expect((await request(other.app).post('/sessions').set(as(key))).status).toBe(401);
+    await other.close();
+    await fresh.close();
   });
 
   it('asks for a key before it tells which methods a session path serves', async () => {

@@ -2,6 +2,7 @@ import request from 'supertest';
 import { readFileSync, readdirSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import path from 'node:path';
+import { deleteOrganizationRecord } from '@tollway/accounts';
 import { ConsoleSession } from '@tollway/contracts';
 import { CONSOLE_CSP } from '../../src/console/console.router';
 import { ADMIN_TOKEN, buildConsole, ROOMY_BUDGETS, startConsoleGateway, type ConsoleGateway } from './console-harness';
@@ -239,6 +240,32 @@ describe('rotating ADMIN_TOKEN', () => {
       await same.close();
       await before.close();
     }
+  });
+});
+
+describe('an organization whose delete died after its first step', () => {
+  it('leaves none of its keys working: sessions end, sign-in and every call is 401; the delete sent again finishes', async () => {
+    const { org, admin, standard } = await orgWithAdminKey('Half deleted');
+    const { cookie } = await signIn(admin.key);
+    const models = () => request(gateway.baseUrl).get('/v1/models').set('Authorization', `Bearer ${standard.key}`);
+    expect((await models()).status).toBe(200); // now cached by the gateway's authenticator
+    // The delete's first step, and none of the revocations after it: the process was killed there.
+    await deleteOrganizationRecord(gateway.redis, gateway.store.keys, org.id, Date.now());
+    expect((await gateway.store.getKey(standard.id))?.revoked_at).toBeNull();
+
+    let status = 200;
+    for (let tries = 0; tries < 100 && status === 200; tries++) status = (await models()).status;
+    expect(status).toBe(401);
+    const keysPath = `/admin/v1/organizations/${org.id}/keys`;
+    expect((await request(gateway.baseUrl).get(keysPath).set('Cookie', cookie)).status).toBe(401);
+    expect((await request(gateway.baseUrl).get(keysPath).set('Authorization', `Bearer ${admin.key}`)).status).toBe(401);
+    expect((await request(gateway.baseUrl).post('/console/api/session').send({ token: admin.key })).status).toBe(401);
+
+    // Retried, the delete revokes what is left and answers as a delete; once done, 404.
+    const deleteOrg = () => request(gateway.baseUrl).delete(`/admin/v1/organizations/${org.id}`).set(operator);
+    expect((await deleteOrg()).status).toBe(200);
+    expect(await gateway.store.getKey(standard.id)).toBeNull();
+    expect((await deleteOrg()).status).toBe(404);
   });
 });
 

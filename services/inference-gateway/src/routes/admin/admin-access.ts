@@ -75,9 +75,10 @@ export async function tokenCaller(
 
 /**
  * The caller of a live console session. An organization admin's session lasts only while the admin
- * key it was opened with does: once the key is revoked (or its organization deleted) the session
- * is destroyed and null returned. An operator's lasts only while the admin token it was opened
- * with does, which ConsoleSessions.read checks before a session gets here.
+ * key it was opened with does: once the key is revoked or its organization deleted (even by a
+ * delete that died before revoking the key) the session is destroyed and null returned. An
+ * operator's lasts only while the admin token it was opened with does, which ConsoleSessions.read
+ * checks before a session gets here.
  */
 export async function sessionCaller(
   store: AccountStore,
@@ -86,7 +87,10 @@ export async function sessionCaller(
 ): Promise<AdminCaller | null> {
   if (session.role === 'operator') return { role: 'operator' };
   const key = session.keyId ? await store.getKey(session.keyId) : null;
-  if (!key || key.revoked_at !== null || key.role !== 'admin' || key.org_id !== session.orgId) {
+  // An organization deleted by a delete that died before revoking its keys leaves their records
+  // unrevoked: its absence ends the session all the same.
+  const orgGone = key !== null && (await store.getOrganization(key.org_id)) === null;
+  if (!key || orgGone || key.revoked_at !== null || key.role !== 'admin' || key.org_id !== session.orgId) {
     await sessions.destroy(session.id);
     return null;
   }
