@@ -170,11 +170,10 @@ describe('keys', () => {
 describe('the cap on keys per organization', () => {
   const capped = createAccountStore({ redis, prefix, now: () => nowMs, maxKeysPerOrganization: 5 });
 
-  it('refuses a key past the cap, revoked keys counted (they stay stored), leaving nothing of it behind', async () => {
+  it('refuses a key past the cap of live keys, leaving nothing of it behind', async () => {
     const org = await capped.createOrganization({ name: 'Capped', budgets, credit: 1 });
     const made = [];
     for (let i = 0; i < 5; i++) made.push((await capped.createKey(org.id, `k${i}`))!);
-    await capped.revokeKey(made[0]!.id);
     const indexBefore = (await redis.keys(`${prefix}apikey:*`)).length;
     const refused = capped.createKey(org.id, 'one too many');
     await expect(refused).rejects.toMatchObject({ reason: 'key_limit_reached', orgId: org.id });
@@ -186,6 +185,32 @@ describe('the cap on keys per organization', () => {
     expect((await capped.listKeys(org.id))?.map((k) => k.name).sort()).toEqual(['k0', 'k1', 'k2', 'k3', 'k4']);
     // A key registered already is answered as it is, cap or not (the dev key on every start).
     expect(await capped.registerKey(org.id, made[1]!.key, 'again')).toMatchObject({ id: made[1]!.id });
+  });
+
+  it('at the cap, gives a new key the place of the key revoked longest ago, and forgets that one', async () => {
+    const org = await capped.createOrganization({ name: 'Rotating', budgets, credit: 1 });
+    const made = [];
+    for (let i = 0; i < 5; i++) made.push((await capped.createKey(org.id, `k${i}`))!);
+    const started = nowMs;
+    try {
+      await capped.revokeKey(made[3]!.id);
+      nowMs += 5000;
+      await capped.revokeKey(made[1]!.id);
+    } finally {
+      nowMs = started;
+    }
+    const first = (await capped.createKey(org.id, 'new1'))!;
+    expect((await capped.listKeys(org.id))?.map((k) => k.name).sort()).toEqual(['k0', 'k1', 'k2', 'k4', 'new1']);
+    expect(await capped.getKey(made[3]!.id)).toBeNull();
+    expect(await capped.revokeKey(made[3]!.id)).toBeNull();
+    expect(await redis.hexists(`${prefix}key-orgs`, made[3]!.id)).toBe(0);
+    expect(await redis.exists(`${prefix}{org:${org.id}}:key:${made[3]!.id}`)).toBe(0);
+    await capped.createKey(org.id, 'new2');
+    expect((await capped.listKeys(org.id))?.map((k) => k.name).sort()).toEqual(['k0', 'k2', 'k4', 'new1', 'new2']);
+    // Five live keys: no revoked one left to give its place.
+    await expect(capped.createKey(org.id, 'new3')).rejects.toMatchObject({ reason: 'key_limit_reached' });
+    expect(await redis.scard(`${prefix}{org:${org.id}}:keys`)).toBe(5);
+    expect(await capped.getKey(first.id)).toMatchObject({ name: 'new1', revoked_at: null });
   });
 
   it('holds when many keys are created at once: exactly the cap is made, none past it', async () => {

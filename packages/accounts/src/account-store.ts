@@ -90,7 +90,10 @@ function sha256Hex(text: string): string {
 /** Organizations and API keys in Redis. Methods return null where the organization or key does not exist. */
 export class AccountStore {
   readonly keys: AccountKeys;
-  /** The most keys, live and revoked, one organization may hold (createKey and registerKey refuse more). */
+  /**
+   * The most keys, live and revoked, one organization may hold: a new key then takes the place of
+   * the key revoked longest ago, and with none revoked createKey and registerKey refuse it.
+   */
   readonly maxKeysPerOrganization: number;
   private readonly redis: Redis;
   private readonly now: () => number;
@@ -290,8 +293,8 @@ export class AccountStore {
 
   /**
    * Creates a random key for an organization (role default `standard`); the plaintext is in the
-   * result and nowhere else. Throws AccountError `key_limit_reached` when the organization holds
-   * maxKeysPerOrganization keys already, revoked ones included.
+   * result and nowhere else. At maxKeysPerOrganization keys (revoked ones included) it takes the
+   * place of the key revoked longest ago; AccountError `key_limit_reached` when none is revoked.
    */
   async createKey(orgId: string, name?: string | null, role: KeyRole = 'standard'): Promise<CreatedApiKey | null> {
     return this.registerKey(orgId, generateApiKey(), name ?? null, role);
@@ -300,7 +303,7 @@ export class AccountStore {
   /**
    * Registers a given plaintext key (the dev key of the quickstart). Idempotent: a key that is
    * already registered to this organization is returned as it is. Null when the org is missing;
-   * AccountError `key_limit_reached` when it holds maxKeysPerOrganization keys already.
+   * AccountError `key_limit_reached` when it holds maxKeysPerOrganization live keys already.
    */
   async registerKey(
     orgId: string,
@@ -337,19 +340,21 @@ export class AccountStore {
       revoked_at: null,
     };
     const record = { id, org_id: orgId, name: name ?? '', role, last4: info.last4, created: info.created, hash };
-    const recorded = await activateKeyScript.run(
+    const [recorded, forgotten] = (await activateKeyScript.run(
       this.redis,
       [this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.key(orgId, id)],
-      [id, this.maxKeysPerOrganization, ...Object.entries(record).flat()],
-    );
+      [id, this.maxKeysPerOrganization, this.keys.key(orgId, ''), ...Object.entries(record).flat()],
+    )) as [number, string?];
     if (recorded === 2) {
       await this.redis.del(this.keys.keyByHash(hash));
       throw new AccountError(
-        `Organization "${orgId}" holds ${this.maxKeysPerOrganization} keys (revoked ones count), the most one may.`,
+        `Organization "${orgId}" holds ${this.maxKeysPerOrganization} live keys, the most one may. Revoke one to make room.`,
         'key_limit_reached',
         orgId,
       );
     }
+    // The revoked key whose place the new one took: its id names nothing any more.
+    if (forgotten) await this.redis.hdel(this.keys.keyOrgs(), forgotten);
     if (recorded !== 1) {
       // The organization was deleted since the check above: nothing of the key may stay.
       await this.redis.del(this.keys.keyByHash(hash));

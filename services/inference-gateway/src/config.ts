@@ -96,8 +96,9 @@ export const GatewayConfigSchema = z.object({
     .regex(/^tw-[A-Za-z0-9_-]{32,128}$/, 'must be tw- followed by 32-128 letters, digits, _ or -')
     .optional(),
   /**
-   * The most API keys one organization may hold, live and revoked (a revoked key stays listed until
-   * its organization is deleted); a create past it is 409 `key_limit_reached`. Default 1000.
+   * The most API keys one organization may hold, live and revoked (a revoked key stays listed); at
+   * the cap a new key takes the place of the key revoked longest ago, and with every key live a
+   * create is 409 `key_limit_reached`. Default 1000.
    */
   maxKeysPerOrganization: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_MAX_KEYS_PER_ORGANIZATION),
   /** How long an API-key lookup is cached in process, ms (revocations evict at once via pub/sub); default 5000. */

@@ -6,24 +6,41 @@
 
 /**
  * Records a new key in its organization, only while the organization exists and holds fewer than
- * the most keys one may (live and revoked: a revoked key's record stays, listed, until its
- * organization is deleted, so only counting both bounds what one organization stores). The count
- * and the write are one step, so keys created at once cannot take an organization past it. After
- * DELETE_ORG_LUA has run, no key can join the organization's set, so none escapes its revocation.
+ * the most keys one may (live and revoked: a revoked key's record stays, listed, so only counting
+ * both bounds what one organization stores). At that many, the new key takes the place of the key
+ * revoked longest ago, whose record is forgotten (its hash index entry went with its revocation),
+ * so an organization that rotates its keys can always make a new one; with none revoked, it is
+ * refused. The count and the write are one step, so keys created at once cannot take an
+ * organization past it. After DELETE_ORG_LUA has run, no key can join the organization's set, so
+ * none escapes its revocation.
  *
  * KEYS[1]  the organization hash     KEYS[2]  the organization's key set
  * KEYS[3]  the key's record
- * ARGV[1]  key id; ARGV[2] the most keys the organization may hold; ARGV[3..] the record's
- *          field/value pairs
- * Returns  1 when recorded, 0 when the organization does not exist, 2 when it holds ARGV[2] keys
- *          already (nothing written either way)
+ * ARGV[1]  key id; ARGV[2] the most keys the organization may hold; ARGV[3] the prefix of a key
+ *          record's name, to which a key id is appended (same hash slot as KEYS[1..3]);
+ *          ARGV[4..] the record's field/value pairs
+ * Returns  { 1, id of the revoked key forgotten or '' } when recorded, { 0 } when the organization
+ *          does not exist, { 2 } when it holds ARGV[2] keys, none revoked (nothing written either way)
  */
 export const ACTIVATE_KEY_LUA = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then return 2 end
-redis.call('HSET', KEYS[3], unpack(ARGV, 3))
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local forgotten = ''
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then
+  local oldest = nil
+  for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    local revoked = tonumber(redis.call('HGET', ARGV[3] .. id, 'revoked_at') or '')
+    if revoked and (oldest == nil or revoked < oldest or (revoked == oldest and id < forgotten)) then
+      oldest = revoked
+      forgotten = id
+    end
+  end
+  if oldest == nil then return {2} end
+  redis.call('DEL', ARGV[3] .. forgotten)
+  redis.call('SREM', KEYS[2], forgotten)
+end
+redis.call('HSET', KEYS[3], unpack(ARGV, 4))
 redis.call('SADD', KEYS[2], ARGV[1])
-return 1
+return {1, forgotten}
 `;
 
 /**

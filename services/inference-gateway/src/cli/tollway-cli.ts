@@ -196,7 +196,7 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
       } catch (err) {
         if (err instanceof AccountError && err.reason === 'key_limit_reached') {
           throw new CliError(
-            `Organization '${orgId}' holds ${store.maxKeysPerOrganization} keys, the most one may (revoked keys count, as they stay listed); raise MAX_KEYS_PER_ORGANIZATION to allow more.`,
+            `Organization '${orgId}' holds ${store.maxKeysPerOrganization} live keys, the most one may: revoke one to make room, or raise MAX_KEYS_PER_ORGANIZATION.`,
           );
         }
         throw err;

@@ -435,7 +435,7 @@ describe('keys and usage', () => {
     expect((await request(app).get('/admin/v1/organizations/nope/keys').set(auth)).status).toBe(404);
   });
 
-  it('refuses a key past MAX_KEYS_PER_ORGANIZATION with 409 key_limit_reached, revoked keys counted, also when sent at once', async () => {
+  it('refuses a key past MAX_KEYS_PER_ORGANIZATION live keys with 409 key_limit_reached, also when sent at once; a revoked key gives its place', async () => {
     const capped = express();
     const cappedStore = createAccountStore({ redis, prefix, maxKeysPerOrganization: 3 });
     capped.use(ADMIN_BASE_PATH, buildAdminRouter({ store: cappedStore, adminToken: ADMIN_TOKEN }));
@@ -445,13 +445,19 @@ describe('keys and usage', () => {
     const keysOf = `/admin/v1/organizations/${org.id}/keys`;
     const made = [];
     for (let i = 0; i < 3; i++) made.push((await request(capped).post(keysOf).set(auth).send({})).body.id);
-    await request(capped).delete(`${keysOf}/${made[0]}`).set(auth).expect(200);
     const refused = await request(capped).post(keysOf).set(auth).send({ name: 'fourth' });
     expect(refused.status).toBe(409);
     expect(refused.body.error).toMatchObject({ code: 'key_limit_reached', type: 'invalid_request_error', param: null });
-    expect(refused.body.error.message).toContain('holds 3 API keys');
+    expect(refused.body.error.message).toContain('holds 3 live API keys');
     expect(refused.body.error.message).toContain('MAX_KEYS_PER_ORGANIZATION');
     expect(ApiKeyList.parse((await request(capped).get(keysOf).set(auth)).body).data).toHaveLength(3);
+    // Revoked, the first key gives its place to the next one, and is forgotten.
+    await request(capped).delete(`${keysOf}/${made[0]}`).set(auth).expect(200);
+    expect((await request(capped).post(keysOf).set(auth).send({ name: 'fourth' })).status).toBe(201);
+    const listed = ApiKeyList.parse((await request(capped).get(keysOf).set(auth)).body).data;
+    expect(listed.map((key) => key.id)).not.toContain(made[0]);
+    expect(listed).toHaveLength(3);
+    expect((await request(capped).delete(`${keysOf}/${made[0]}`).set(auth)).status).toBe(404);
 
     const burst = await cappedStore.createOrganization({ name: 'Burst', budgets, credit: 1 });
     const answers = await Promise.all(

@@ -200,7 +200,7 @@ describe('the console in chromium', () => {
     await page.getByRole('button', { name: 'Create key' }).click();
     await page
       .getByRole('alert')
-      .filter({ hasText: `Organization '${org.id}' holds ${KEY_CAP} API keys, the most one may` })
+      .filter({ hasText: `Organization '${org.id}' holds ${KEY_CAP} live API keys, the most one may` })
       .waitFor();
     expect(await page.locator('#new-key-value').count()).toBe(0);
     expect(await gateway.store.listKeys(org.id)).toHaveLength(KEY_CAP);

@@ -109,16 +109,16 @@ export function idempotencyKeyReused(): ServiceError {
 }
 
 /**
- * 409 `key_limit_reached`: the organization holds the most keys it may (`MAX_KEYS_PER_ORGANIZATION`).
- * Revoked keys count, as their records stay listed until the organization is deleted: the cap
- * bounds what one organization stores. Sending the request again changes nothing.
+ * 409 `key_limit_reached`: the organization holds the most keys it may (`MAX_KEYS_PER_ORGANIZATION`),
+ * all of them live: a revoked one would have given its place to the new key. Sending the request
+ * again changes nothing until a key is revoked.
  */
 export function keyLimitReached(orgId: string, limit: number): ServiceError {
   return new ServiceError({
     status: 409,
     code: 'key_limit_reached',
     param: null,
-    message: `Organization '${orgId.slice(0, 64)}' holds ${limit} API keys, the most one may (revoked keys count, as they stay listed). Ask the operator to raise MAX_KEYS_PER_ORGANIZATION.`,
+    message: `Organization '${orgId.slice(0, 64)}' holds ${limit} live API keys, the most one may. Revoke one to make room, or ask the operator to raise MAX_KEYS_PER_ORGANIZATION.`,
   });
 }
 

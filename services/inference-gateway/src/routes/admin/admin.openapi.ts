@@ -166,7 +166,7 @@ export function adminOpenApi(): InferenceOpenApiOptions {
           '400': INVALID,
           '404': NOT_FOUND,
           '409': error(
-            'The organization holds `MAX_KEYS_PER_ORGANIZATION` keys already, revoked ones included (`key_limit_reached`).',
+            'The organization holds `MAX_KEYS_PER_ORGANIZATION` keys already, all live (`key_limit_reached`); at the cap a revoked key gives its place to the new one.',
           ),
         },
       }),
