@@ -38,6 +38,23 @@ describe('toClientEngineError', () => {
     });
   });
 
+  it("names a nested error's missing type by its status: an engine's 5xx is no bad request of the client's", () => {
+    const typeOf = (status: number) =>
+      (
+        JSON.parse(String(answer(status, 'application/json', '{"error":{"message":"CUDA out of memory"}}').body)) as {
+          type: string;
+        }
+      ).type;
+    expect([500, 503, 400, 404, 401, 418].map(typeOf)).toEqual([
+      'InternalServerError',
+      'InternalServerError',
+      'BadRequestError',
+      'NotFoundError',
+      'AuthenticationError',
+      'BadRequestError',
+    ]);
+  });
+
   it('maps a non-error status to 502 and leaves unparseable JSON alone', () => {
     expect(answer(302, 'application/json', '{oops').status).toBe(502);
     expect(String(answer(400, 'application/json', '{oops').body)).toBe('{oops');

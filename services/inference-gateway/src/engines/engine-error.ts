@@ -122,11 +122,30 @@ export function flattenEngineError(
   return {
     object: 'error',
     message: typeof error.message === 'string' ? error.message : 'The engine refused the request.',
-    type: typeof error.type === 'string' ? error.type : 'BadRequestError',
+    type: typeof error.type === 'string' ? error.type : errorTypeFor(status),
     param: typeof error.param === 'string' ? error.param : null,
     code,
   };
 }
+
+/**
+ * The `type` of an engine error that named none, by status, as vLLM and the `openai` SDK name
+ * them: an engine's 500 is an InternalServerError, not the client's bad request.
+ */
+function errorTypeFor(status: number): string {
+  if (status >= 500) return 'InternalServerError';
+  return ERROR_TYPES[status] ?? 'BadRequestError';
+}
+
+const ERROR_TYPES: Record<number, string> = {
+  400: 'BadRequestError',
+  401: 'AuthenticationError',
+  403: 'PermissionDeniedError',
+  404: 'NotFoundError',
+  409: 'ConflictError',
+  422: 'UnprocessableEntityError',
+  429: 'RateLimitError',
+};
 
 function isNested(value: unknown): value is NestedEngineError {
   if (typeof value !== 'object' || value === null || !('error' in value)) return false;
