@@ -1,7 +1,7 @@
 import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
+import { Agent, createServer, get as httpGet, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { onClientGone } from './http';
+import { closeServer, onClientGone } from './http';
 
 /**
  * A server that answers every request after `delayMs`, counting the answers whose client left
@@ -65,3 +65,32 @@ describe('onClientGone', () => {
     server.close();
   });
 });
+
+describe('closeServer', () => {
+  it('closes a keep-alive connection as soon as its answer in flight is done, not at its keep-alive timeout', async () => {
+    const { server, port } = await start(300);
+    server.keepAliveTimeout = 60_000;
+    const agent = new Agent({ keepAlive: true });
+    try {
+      const answer = fetchText(port, agent);
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the request is in flight
+      const started = performance.now();
+      await closeServer(server);
+      const took = performance.now() - started;
+      expect(await answer).toEqual({ status: 200, body: 'ok' });
+      expect(took).toBeLessThan(2000);
+    } finally {
+      agent.destroy();
+    }
+  });
+});
+
+function fetchText(port: number, agent: Agent): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    httpGet({ host: '127.0.0.1', port, path: '/', agent }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    }).on('error', reject);
+  });
+}

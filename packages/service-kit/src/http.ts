@@ -28,10 +28,22 @@ export function listenWithLimits(
   }) as Express['listen'];
 }
 
-/** Stops accepting connections and closes idle keep-alive sockets; resolves when all are closed. */
+/** How often a closing server closes the keep-alive connections that have gone idle since, ms. */
+const IDLE_SWEEP_MS = 50;
+
+/**
+ * Stops accepting connections and resolves once every connection is closed. Those idle now are
+ * closed at once, and a keep-alive connection whose answer was in flight (a long-poll that
+ * shutdown answers, a stream) within IDLE_SWEEP_MS of that answer being done, instead of being left
+ * open until its client's keep-alive runs out, which held a shutdown for its whole grace.
+ */
 export function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => {
-    server.close(() => resolve());
+    const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+    server.close(() => {
+      clearInterval(sweep);
+      resolve();
+    });
     server.closeIdleConnections();
   });
 }

@@ -6,6 +6,8 @@ import type { SessionStore } from '../store/session-store';
 /** Hands an accepted turn to the workers; rejects when the queue is unreachable. */
 export interface TurnQueue {
   enqueue(job: AgentTurnJob): Promise<void>;
+  /** Resolves when the queue can take jobs: started, its connection answering (`/readyz`); absent: assumed. */
+  check?(): Promise<void>;
 }
 
 /** What the session and message routes need. */
