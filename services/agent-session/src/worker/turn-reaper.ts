@@ -9,8 +9,9 @@ import { claimExpiredLeases, hasTurnLease, type OrphanedTurn } from './worker-re
 /** Error of a turn whose worker process stopped (killed, crashed, partitioned) while it ran. */
 export const WORKER_LOST_ERROR = 'turn failed: the worker process running it stopped before the turn ended';
 
-/** Error of a running turn whose queued job is gone or ended without finishing the turn. */
-export const JOB_LOST_ERROR = 'turn failed: its queued job was lost before a worker could run it';
+/** Error of a running turn whose job is gone or ended without the turn starting: a lost job, or a worker killed holding it. */
+export const JOB_LOST_ERROR =
+  'turn failed: no worker started it (its queued job was lost, or the worker that fetched it stopped first)';
 
 /** Job states in which a turn is still legitimately waiting for a worker. */
 const QUEUED_STATES = new Set(['waiting', 'delayed', 'prioritized', 'waiting-children']);
