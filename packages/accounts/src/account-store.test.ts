@@ -213,6 +213,51 @@ describe('the cap on keys per organization', () => {
     expect(await capped.getKey(first.id)).toMatchObject({ name: 'new1', revoked_at: null });
   });
 
+  it('forgets the key revoked longest ago to the millisecond, and leaves no secret of it working', async () => {
+    const org = await capped.createOrganization({ name: 'Same second', budgets, credit: 1 });
+    const made = [];
+    for (let i = 0; i < 5; i++) made.push((await capped.createKey(org.id, `k${i}`))!);
+    const started = nowMs;
+    try {
+      // Four revocations within one second, in the order 4, 2, 0, 3.
+      for (const [i, at] of [
+        [4, 100],
+        [2, 200],
+        [0, 300],
+        [3, 400],
+      ] as const) {
+        nowMs = started + at;
+        await capped.revokeKey(made[i]!.id);
+      }
+    } finally {
+      nowMs = started;
+    }
+    const forgottenInOrder = [];
+    for (let n = 0; n < 4; n++) {
+      const before = new Set((await capped.listKeys(org.id))!.map((k) => k.id));
+      await capped.createKey(org.id, `new${n}`);
+      const after = new Set((await capped.listKeys(org.id))!.map((k) => k.id));
+      forgottenInOrder.push(made.findIndex((k) => before.has(k.id) && !after.has(k.id)));
+    }
+    expect(forgottenInOrder).toEqual([4, 2, 0, 3]);
+  });
+
+  it('never forgets a key that still works: a revocation cut short leaves it unmarked, not marked and working', async () => {
+    const org = await capped.createOrganization({ name: 'Cut', budgets, credit: 1 });
+    const made = [];
+    for (let i = 0; i < 5; i++) made.push((await capped.createKey(org.id, `k${i}`))!);
+    // The state a revocation cut after its first step leaves: the key works nowhere, is not marked.
+    const index = `${prefix}apikey:${hashApiKey(made[0]!.key)}`;
+    await redis.del(index);
+    expect((await capped.getKey(made[0]!.id))?.revoked_at).toBeNull();
+    await expect(capped.createKey(org.id, 'past the cap')).rejects.toMatchObject({ reason: 'key_limit_reached' });
+    // Sent again, the revocation marks it, and then it may give its place.
+    expect((await capped.revokeKey(made[0]!.id))?.revoked_at).not.toBeNull();
+    await capped.createKey(org.id, 'in its place');
+    expect(await capped.getKey(made[0]!.id)).toBeNull();
+    expect(await redis.exists(index)).toBe(0);
+  });
+
   it('holds when many keys are created at once: exactly the cap is made, none past it', async () => {
     const org = await capped.createOrganization({ name: 'Burst', budgets, credit: 1 });
     const outcomes = await Promise.allSettled(Array.from({ length: 40 }, () => capped.createKey(org.id)));

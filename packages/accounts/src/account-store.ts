@@ -340,11 +340,11 @@ export class AccountStore {
       revoked_at: null,
     };
     const record = { id, org_id: orgId, name: name ?? '', role, last4: info.last4, created: info.created, hash };
-    const [recorded, forgotten] = (await activateKeyScript.run(
+    const [recorded, forgotten, forgottenHash] = (await activateKeyScript.run(
       this.redis,
       [this.keys.org(orgId), this.keys.orgKeys(orgId), this.keys.key(orgId, id)],
       [id, this.maxKeysPerOrganization, this.keys.key(orgId, ''), ...Object.entries(record).flat()],
-    )) as [number, string?];
+    )) as [number, string?, string?];
     if (recorded === 2) {
       await this.redis.del(this.keys.keyByHash(hash));
       throw new AccountError(
@@ -353,8 +353,15 @@ export class AccountStore {
         orgId,
       );
     }
-    // The revoked key whose place the new one took: its id names nothing any more.
-    if (forgotten) await this.redis.hdel(this.keys.keyOrgs(), forgotten);
+    // The revoked key whose place the new one took: its id names nothing any more, and its secret
+    // works nowhere (its index entry went with its revocation; gone again here, should that have
+    // been cut short).
+    if (forgotten) {
+      const cleanup = this.redis.multi().hdel(this.keys.keyOrgs(), forgotten);
+      if (forgottenHash)
+        cleanup.del(this.keys.keyByHash(forgottenHash)).publish(this.keys.revocationChannel(), forgottenHash);
+      await cleanup.exec();
+    }
     if (recorded !== 1) {
       // The organization was deleted since the check above: nothing of the key may stay.
       await this.redis.del(this.keys.keyByHash(hash));
@@ -410,13 +417,19 @@ export class AccountStore {
     const record = await this.redis.hgetall(this.keys.key(orgId, keyId));
     const info = toKeyInfo(record);
     if (!info) return null;
-    if (info.revoked_at === null) {
-      info.revoked_at = Math.floor(this.now() / 1000);
-      await this.redis.hset(this.keys.key(orgId, keyId), 'revoked_at', info.revoked_at);
-    }
+    // The key stops working first (its index entry goes, every replica's cache is told), and only
+    // then is it marked revoked: a revocation cut between the two leaves a key that looks live but
+    // works nowhere (sent again, it is marked), never one marked revoked that still works, which
+    // the cap on keys would forget with its secret still valid.
     if (record.hash) {
       await this.redis.del(this.keys.keyByHash(record.hash));
       await this.redis.publish(this.keys.revocationChannel(), record.hash);
+    }
+    if (info.revoked_at === null) {
+      const now = this.now();
+      info.revoked_at = Math.floor(now / 1000);
+      // Milliseconds too, so the cap forgets the key revoked longest ago, not one of the same second.
+      await this.redis.hset(this.keys.key(orgId, keyId), { revoked_at: info.revoked_at, revoked_at_ms: now });
     }
     return info;
   }

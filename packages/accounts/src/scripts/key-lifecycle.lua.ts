@@ -19,28 +19,33 @@
  * ARGV[1]  key id; ARGV[2] the most keys the organization may hold; ARGV[3] the prefix of a key
  *          record's name, to which a key id is appended (same hash slot as KEYS[1..3]);
  *          ARGV[4..] the record's field/value pairs
- * Returns  { 1, id of the revoked key forgotten or '' } when recorded, { 0 } when the organization
- *          does not exist, { 2 } when it holds ARGV[2] keys, none revoked (nothing written either way)
+ * Returns  { 1, id and key hash of the revoked key forgotten, or '' and '' } when recorded, { 0 }
+ *          when the organization does not exist, { 2 } when it holds ARGV[2] keys, none revoked
+ *          (nothing written either way). "Longest ago" reads `revoked_at_ms` (older records:
+ *          `revoked_at`, seconds).
  */
 export const ACTIVATE_KEY_LUA = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
 local forgotten = ''
+local forgottenHash = ''
 if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[2]) then
   local oldest = nil
   for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-    local revoked = tonumber(redis.call('HGET', ARGV[3] .. id, 'revoked_at') or '')
-    if revoked and (oldest == nil or revoked < oldest or (revoked == oldest and id < forgotten)) then
+    local at = redis.call('HMGET', ARGV[3] .. id, 'revoked_at_ms', 'revoked_at')
+    local revoked = tonumber(at[1] or '') or ((tonumber(at[2] or '') or -1) * 1000)
+    if revoked >= 0 and (oldest == nil or revoked < oldest or (revoked == oldest and id < forgotten)) then
       oldest = revoked
       forgotten = id
     end
   end
   if oldest == nil then return {2} end
+  forgottenHash = redis.call('HGET', ARGV[3] .. forgotten, 'hash') or ''
   redis.call('DEL', ARGV[3] .. forgotten)
   redis.call('SREM', KEYS[2], forgotten)
 end
 redis.call('HSET', KEYS[3], unpack(ARGV, 4))
 redis.call('SADD', KEYS[2], ARGV[1])
-return {1, forgotten}
+return {1, forgotten, forgottenHash}
 `;
 
 /**
