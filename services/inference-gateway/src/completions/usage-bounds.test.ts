@@ -45,6 +45,29 @@ describe('usage bounds', () => {
       };
       expect(usableUsage(usage, bounds)).toEqual({ ...counts, prompt_tokens_details: { cached_tokens: 4 } });
     }
+    // Every count of the details, not only reasoning_tokens; the details that fit are kept.
+    const cached = { cached_tokens: 4 };
+    for (const bad of [
+      { cached_tokens: 'lots' },
+      { cached_tokens: 11 },
+      { audio_tokens: { nested: 1 } },
+      { cached_tokens: 2, other: -1 },
+    ]) {
+      expect(
+        usableUsage(
+          { ...counts, prompt_tokens_details: bad, completion_tokens_details: { reasoning_tokens: 5 } },
+          bounds,
+        ),
+      ).toEqual({ ...counts, completion_tokens_details: { reasoning_tokens: 5 } });
+    }
+    for (const bad of [{ accepted_prediction_tokens: 'x' }, { rejected_prediction_tokens: 21 }, { audio_tokens: [] }]) {
+      expect(usableUsage({ ...counts, prompt_tokens_details: cached, completion_tokens_details: bad }, bounds)).toEqual(
+        {
+          ...counts,
+          prompt_tokens_details: cached,
+        },
+      );
+    }
     for (const details of ['x', 5, [1], true]) {
       expect(
         usableUsage({ ...counts, prompt_tokens_details: details, completion_tokens_details: details }, bounds),

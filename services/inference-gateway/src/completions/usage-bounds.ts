@@ -41,10 +41,10 @@ export function isTokenCount(value: unknown): value is number {
 
 /**
  * The usage to use from an engine's `value`: null unless its three counts are token counts; the
- * same object when within `bounds` and its details fit the contract; a copy without the details
- * when they do not (a `reasoning_tokens` that is not a count within the completion, details that
- * are not objects: clients that validate usage, as the Vercel AI SDK does, would fail on the whole
- * answer); else a copy with the counts cut to the bounds (an engine that overshot `max_tokens` by a
+ * same object when within `bounds` and its details fit (flat objects of counts within their side's
+ * total); a copy without the details that do not (a `reasoning_tokens` or `cached_tokens` that is
+ * no count, details that are not objects: clients that validate usage, as the Vercel AI SDK does,
+ * would fail on the whole answer); else a copy with the counts cut to the bounds (an engine that overshot `max_tokens` by a
  * token is billed the bound, not refused).
  */
 export function usableUsage(value: unknown, bounds: UsageBounds): Usage | null {
@@ -53,35 +53,37 @@ export function usableUsage(value: unknown, bounds: UsageBounds): Usage | null {
   const { prompt_tokens: prompt, completion_tokens: completion } = usage;
   if (!isTokenCount(prompt) || !isTokenCount(completion) || !isTokenCount(usage.total_tokens)) return null;
   if (prompt <= bounds.maxPromptTokens && completion <= bounds.maxCompletionTokens) {
-    return detailsFit(usage, completion) ? (usage as Usage) : withoutBadDetails(usage as Usage);
+    return detailsFit(usage, prompt, completion) ? (usage as Usage) : withoutBadDetails(usage as Usage);
   }
   const cutPrompt = Math.min(prompt, bounds.maxPromptTokens);
   const cutCompletion = Math.min(completion, bounds.maxCompletionTokens);
   return { prompt_tokens: cutPrompt, completion_tokens: cutCompletion, total_tokens: cutPrompt + cutCompletion };
 }
 
-/** Whether `usage`'s details are null/absent or objects, with `reasoning_tokens` a count ≤ `completion`. */
-function detailsFit(usage: Partial<Usage>, completion: number): boolean {
-  return (
-    promptDetailsFit(usage.prompt_tokens_details) && completionDetailsFit(usage.completion_tokens_details, completion)
-  );
+/** Whether `usage`'s details fit: each null, absent, or counts within its side's total (detailsFitIn). */
+function detailsFit(usage: Partial<Usage>, prompt: number, completion: number): boolean {
+  return detailsFitIn(usage.prompt_tokens_details, prompt) && detailsFitIn(usage.completion_tokens_details, completion);
 }
 
-function promptDetailsFit(details: unknown): boolean {
-  return details === undefined || details === null || (typeof details === 'object' && !Array.isArray(details));
-}
-
-function completionDetailsFit(details: unknown, completion: number): boolean {
+/**
+ * Null or absent, or a flat object whose every value is null (but `reasoning_tokens`) or a token count of at most `total`
+ * (`cached_tokens` within the prompt, `reasoning_tokens`, `audio_tokens` and the prediction counts
+ * within the completion), as OpenAI writes them and SDKs validate them.
+ */
+function detailsFitIn(details: unknown, total: number): boolean {
   if (details === undefined || details === null) return true;
   if (typeof details !== 'object' || Array.isArray(details)) return false;
-  const reasoning = (details as { reasoning_tokens?: unknown }).reasoning_tokens;
-  return reasoning === undefined || (isTokenCount(reasoning) && reasoning <= completion);
+  for (const key in details) {
+    const value = (details as Record<string, unknown>)[key];
+    // The contract names one field, `reasoning_tokens`: an integer, never null.
+    if (value === null ? key === 'reasoning_tokens' : !(isTokenCount(value) && value <= total)) return false;
+  }
+  return true;
 }
 
 function withoutBadDetails(usage: Usage): Usage {
   const copy: Usage = { ...usage };
-  if (!promptDetailsFit(copy.prompt_tokens_details)) delete copy.prompt_tokens_details;
-  if (!completionDetailsFit(copy.completion_tokens_details, copy.completion_tokens))
-    delete copy.completion_tokens_details;
+  if (!detailsFitIn(copy.prompt_tokens_details, copy.prompt_tokens)) delete copy.prompt_tokens_details;
+  if (!detailsFitIn(copy.completion_tokens_details, copy.completion_tokens)) delete copy.completion_tokens_details;
   return copy;
 }
