@@ -14,7 +14,7 @@ import {
   type Logger,
 } from '@tollway/service-kit';
 import { SESSION_ERROR_CODES } from '@tollway/contracts';
-import { allowedMethods, OPEN_PATHS, SESSION_PATHS } from './api/allowed-methods';
+import { allowedMethods, OPEN_PATHS, sessionPaths } from './api/allowed-methods';
 import { authenticateOrg, type OrgAuthenticator } from './api/auth';
 import { healthRouter, type WorkerStatsReader } from './api/health.route';
 import { messagesRouter } from './api/messages.route';
@@ -96,7 +96,7 @@ export function buildApp(deps: AppDeps): Express {
   // Any content type is read as JSON so a non-JSON body is a clear 400, never silently ignored.
   app.use(jsonBody({ maxBytes: deps.maxBodyBytes, maxDepth: deps.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH }));
   app.use('/sessions', authenticateOrg(deps.authenticator));
-  app.use(allowedMethods(SESSION_PATHS));
+  app.use(allowedMethods(sessionPaths(deps.allowCustomIds)));
   const routeDeps = {
     ...deps,
     clock: deps.clock ?? Date.now,

@@ -5,19 +5,28 @@ import { sessionErrors } from './session-errors';
 export interface KnownPath {
   pattern: RegExp;
   allow: string;
+  /** A method not allowed that its route refuses itself, with a more precise error. */
+  refusedByRoute?: string;
 }
+
+// Case-insensitive, as express routes: `/HEALTH` is `/health`.
 
 /** Paths open to anyone. `/metrics` is listed even when metrics are on their own port (then GET is 404). */
 export const OPEN_PATHS: readonly KnownPath[] = [
-  { pattern: /^\/(?:health|healthz|readyz|openapi\.json|metrics)\/?$/, allow: 'GET, HEAD' },
+  { pattern: /^\/(?:health|healthz|readyz|openapi\.json|metrics)\/?$/i, allow: 'GET, HEAD' },
 ];
 
-/** Paths behind the organization key. */
-export const SESSION_PATHS: readonly KnownPath[] = [
-  { pattern: /^\/sessions\/?$/, allow: 'GET, HEAD, POST' },
-  { pattern: /^\/sessions\/[^/]+\/?$/, allow: 'GET, HEAD, PUT, DELETE' },
-  { pattern: /^\/sessions\/[^/]+\/messages\/?$/, allow: 'GET, HEAD, POST' },
-];
+/** Paths behind the organization key; PUT of a session only with `--allow-custom-ids`. */
+export function sessionPaths(allowCustomIds: boolean): readonly KnownPath[] {
+  return [
+    { pattern: /^\/sessions\/?$/i, allow: 'GET, HEAD, POST' },
+    allowCustomIds
+      ? { pattern: /^\/sessions\/[^/]+\/?$/i, allow: 'GET, HEAD, PUT, DELETE' }
+      : // PUT is the spec's 405, `custom_ids_disabled`, answered by the route.
+        { pattern: /^\/sessions\/[^/]+\/?$/i, allow: 'GET, HEAD, DELETE', refusedByRoute: 'PUT' },
+    { pattern: /^\/sessions\/[^/]+\/messages\/?$/i, allow: 'GET, HEAD, POST' },
+  ];
+}
 
 /**
  * A known path asked with a method it does not serve is 405 `method_not_allowed` with `Allow`
@@ -35,7 +44,7 @@ export function allowedMethods(paths: readonly KnownPath[]): RequestHandler {
       res.end();
       return;
     }
-    if (known.allow.split(', ').includes(req.method)) return next();
+    if (known.allow.split(', ').includes(req.method) || known.refusedByRoute === req.method) return next();
     next(sessionErrors.methodNotAllowed(req.method, req.path, known.allow));
   };
 }

@@ -181,6 +181,14 @@ describe('methods a known path does not serve', () => {
     await expectError(await fetch(`${server.url}/elsewhere`, { method: 'OPTIONS' }), 404, 'not_found');
   });
 
+  it('matches paths without regard to case, as express routes them', async () => {
+    const res = await fetch(`${server.url}/HEALTH`, { method: 'PATCH' });
+    expect(res.headers.get('allow')).toBe('GET, HEAD');
+    await expectError(res, 405, 'method_not_allowed', null);
+    const options = await fetch(`${server.url}/Sessions/${sessionId}`, { method: 'OPTIONS' });
+    expect([options.status, options.headers.get('allow')]).toEqual([204, 'GET, HEAD, PUT, DELETE']);
+  });
+
   it('a wrong method on a path deeper than any route stays 404', async () => {
     await expectError(
       await fetch(`${server.url}/sessions/${sessionId}/messages/1`, { method: 'PATCH' }),

@@ -110,10 +110,14 @@ describe('POST /sessions', () => {
 describe('PUT /sessions/{id}', () => {
   const id = '6f1c9a52-3a55-4d7a-9d0e-0a5f1b2c3d4e';
 
-  it('is 405 without --allow-custom-ids', async () => {
+  it('is 405 without --allow-custom-ids, and PUT is not among the methods the path allows', async () => {
     const res = await request(api.app).put(`/sessions/${id}`);
     expect(res.status).toBe(405);
     expectError(res.body, 'custom_ids_disabled');
+    expect(res.headers.allow).toBe('GET, HEAD, DELETE');
+    const options = await request(api.app).options(`/sessions/${id}`);
+    expect([options.status, options.headers.allow]).toEqual([204, 'GET, HEAD, DELETE']);
+    expect((await request(api.app).patch(`/sessions/${id}`)).headers.allow).toBe('GET, HEAD, DELETE');
   });
 
   it('creates with the chosen id, then 409 for the same id, 400 for a non-UUID, 503 at the cap', async () => {
