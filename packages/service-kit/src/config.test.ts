@@ -53,8 +53,14 @@ describe('redisUrl', () => {
     'redis://[::1]:6379',
     '/run/redis.sock',
   ])('takes %s', (address) => expect(redisUrl.safeParse(address).success).toBe(true));
-  it.each(['notaurl', 'localhost:6379', 'http://127.0.0.1:6379', 'redis://', 'redis:///0', ''])(
-    'refuses %p',
-    (address) => expect(redisUrl.safeParse(address).success).toBe(false),
-  );
+  it.each([
+    'notaurl',
+    'localhost:6379',
+    'http://127.0.0.1:6379',
+    'redis://',
+    'redis:///0',
+    '',
+    ' redis://h:1',
+    'redis://h:1\n',
+  ])('refuses %p', (address) => expect(redisUrl.safeParse(address).success).toBe(false));
 });

@@ -93,6 +93,7 @@ export const redisUrl = z.string().refine(isRedisAddress, {
 });
 
 function isRedisAddress(value: string): boolean {
+  if (value.trim() !== value) return false; // URL would drop the blanks; ioredis would not
   if (value.startsWith('/')) return true;
   if (!URL.canParse(value)) return false;
   const url = new URL(value);

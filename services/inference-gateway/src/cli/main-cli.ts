@@ -42,11 +42,12 @@ async function main(): Promise<number> {
   }
 }
 
-/** A Redis URL with its password (if any) masked, to show in a message. */
+/** A Redis URL to show in a message: its password masked, in the user part or the query (`?password=`). */
 function withoutPassword(address: string): string {
   if (!URL.canParse(address)) return address;
   const url = new URL(address);
   if (url.password) url.password = '***';
+  if (url.searchParams.has('password')) url.searchParams.set('password', '***');
   return url.toString();
 }
 

@@ -237,7 +237,7 @@ describe('tollway CLI', () => {
   it('says in one line that Redis did not answer, naming it without its password, and exits 2', async () => {
     const [node, ...args] = nodeCommand(path.resolve(__dirname, '../../src/cli/main-cli.ts'));
     // Nothing listens on port 9 (discard); the password must not be shown.
-    const env = { ...ENV, REDIS_URL: 'redis://:hunter2@127.0.0.1:9' };
+    const env = { ...ENV, REDIS_URL: 'redis://:hunter2@127.0.0.1:9?password=hunter3' };
     const failed = await exec(node!, [...args, 'orgs', 'list'], { env }).then(
       () => null,
       (err: { code: number; stdout: string; stderr: string }) => err,
@@ -245,10 +245,11 @@ describe('tollway CLI', () => {
     expect(failed).toMatchObject({ code: 2, stdout: '' });
     expect(failed!.stderr.trim().split('\n')).toEqual([
       expect.stringMatching(
-        /^tollway: Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:9 did not answer \(.+\)\. Is it running/,
+        /^tollway: Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:9\?password=\*\*\* did not answer \(.+\)\. Is it running/,
       ),
     ]);
     expect(failed!.stderr).not.toContain('hunter2');
+    expect(failed!.stderr).not.toContain('hunter3');
   });
 
   it('refuses a REDIS_URL that is not a Redis address before doing anything', async () => {
