@@ -12,6 +12,8 @@ describe('DisplayName (organization and key names)', () => {
     ['👨\u200D👩\u200D👧 family'],
     ['می\u200Cخواهم'],
     ['❤\uFE0F heart, 👍🏽 thumbs'],
+    ['keycap #\uFE0F\u20E3 and 1\uFE0F\u20E3'],
+    ['🏳\uFE0F\u200D🌈 flag'],
     ['葛\u{E0100} with an ideographic variation selector'],
     ['soft\u00a0space and a real ⠁ braille letter'],
   ])('accepts %p', (name) => {
@@ -50,6 +52,13 @@ describe('DisplayName (organization and key names)', () => {
     ['a noncharacter', 'a\uFFFEb'],
     ['a noncharacter of the FDD0 block', 'a\uFDD0b'],
     ['a plane-end noncharacter', 'a\u{1FFFF}b'],
+    ['only a joiner', '\u200D'],
+    ['only joiners', '\u200C\u200C\u200C'],
+    ['only a variation selector', '\uFE0F'],
+    ['a joiner between Latin letters', 'Ac\u200Dme'],
+    ['a variation selector after a Latin letter', 'Ac\uFE00me'],
+    ['an interlinear annotation', 'a\uFFF9b'],
+    ['a joiner at the end', '👍\u200D'],
   ])('refuses %s', (_what, name) => {
     expect(DisplayName.safeParse(name).success).toBe(false);
   });

@@ -30,7 +30,9 @@ export type Budgets = z.infer<typeof Budgets>;
  * text hidden in a name: Unicode's default-ignorable code points, such as the zero-width space,
  * the word joiner, U+FEFF, the soft hyphen, the Hangul fillers and the tag characters, and the
  * blank braille pattern U+2800, which renders as a space but is not one; the joiners U+200C and
- * U+200D and the variation selectors stay, Persian and emoji need them), no noncharacters (U+FFFE,
+ * U+200D and the variation selectors stay, Persian and emoji need them, but only within such a
+ * word or emoji, never next to ASCII or alone; other format characters, U+FFF9… among them, go too),
+ * no noncharacters (U+FFFE,
  * U+FDD0…: not for interchange) and no lone surrogates (which no store keeps as they came: a name
  * is read back as it was written).
  */
@@ -38,18 +40,32 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 const BIDI_FORMATTING = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/;
 const INVISIBLE_OR_SEPARATOR =
   // eslint-disable-next-line no-misleading-character-class -- the joiners and selectors are listed one by one, to be let through
-  /(?![\u200C\u200D\uFE00-\uFE0F\u{E0100}-\u{E01EF}])[\p{Default_Ignorable_Code_Point}\p{Noncharacter_Code_Point}\u2028\u2029\u2800]/u;
+  /(?![\u200C\u200D\uFE00-\uFE0F\u{E0100}-\u{E01EF}])[\p{Default_Ignorable_Code_Point}\p{Cf}\p{Noncharacter_Code_Point}\u2028\u2029\u2800]/u;
+/**
+ * A joiner (U+200C, U+200D) first, last or next to an ASCII character, or a variation selector
+ * first or after an ASCII letter: where no emoji or script needs one, and `Ac\u200Dme` would look
+ * like `Acme`.
+ */
+const STRAY_JOINER =
+  // eslint-disable-next-line no-control-regex -- ASCII, control characters included (refused anyway)
+  /(?:^|[\u0000-\u007F])[\u200C\u200D]|[\u200C\u200D](?:$|[\u0000-\u007F])|(?:^|[A-Za-z])[\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/u;
+/** Something that shows: not a blank, joiner or variation selector. */
+// eslint-disable-next-line no-misleading-character-class -- the joiners and selectors are listed one by one
+const VISIBLE = /[^\s\u200C\u200D\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/u;
 export const DisplayName = z
   .string()
   .min(1)
   .max(200)
-  .refine((name) => name.trim().length > 0, { message: 'must not be only whitespace' })
+  .refine((name) => VISIBLE.test(name), { message: 'must not be only whitespace or joiners' })
   // eslint-disable-next-line no-control-regex -- control characters are what is refused
   .refine((name) => !/[\u0000-\u001f\u007f-\u009f]/.test(name), { message: 'must not contain control characters' })
   .refine((name) => !BIDI_FORMATTING.test(name), { message: 'must not contain bidirectional formatting characters' })
   .refine((name) => !INVISIBLE_OR_SEPARATOR.test(name), {
     message:
       'must not contain line separators, noncharacters or invisible characters (U+200B, U+2060, U+FEFF, U+3164, …)',
+  })
+  .refine((name) => !STRAY_JOINER.test(name), {
+    message: 'must not hold a joiner or variation selector outside an emoji or a word of a script that needs it',
   })
   .refine((name) => !LONE_SURROGATE.test(name), { message: 'must be well-formed Unicode (no lone surrogates)' });
 
