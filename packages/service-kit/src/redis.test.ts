@@ -91,3 +91,28 @@ test('an ordinary client (BullMQ waits on reconnects) still sends it again', asy
     redis.disconnect();
   }
 });
+
+test('a fail-fast client whose connection went silent, TCP still up, connects again after a few reply timeouts', async () => {
+  const redis = createRedis(`redis://127.0.0.1:${link.port}`, {
+    name: 'silent-test',
+    failFast: true,
+    commandTimeoutMs: 200,
+  });
+  try {
+    await ready(redis);
+    const before = link.connections();
+    link.silence();
+    const outcomes = await Promise.allSettled([redis.get(key), redis.get(key), redis.get(key)]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    // A new connection, which answers.
+    let pong: string | null = null;
+    for (let i = 0; i < 100 && pong === null; i++) {
+      pong = await redis.ping().catch(() => null);
+      if (pong === null) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(pong).toBe('PONG');
+    expect(link.connections()).toBeGreaterThan(before);
+  } finally {
+    redis.disconnect();
+  }
+});

@@ -19,6 +19,36 @@ export function isRedisUnavailable(err: unknown): boolean {
   return err instanceof Error && REDIS_UNAVAILABLE.test(`${err.name} ${err.message}`);
 }
 
+/** Reply timeouts in a row after which a fail-fast client drops its connection and makes a new one. */
+export const SILENT_CONNECTION_TIMEOUTS = 3;
+
+/**
+ * A connection whose peer went silent while TCP holds (a proxy or a NAT that lost it, a half-dead
+ * load balancer) never closes by itself, and ioredis would time out every command on it for as long
+ * as the kernel keeps it, minutes: after SILENT_CONNECTION_TIMEOUTS reply timeouts in a row with no
+ * reply between them, the client drops it and connects again, as it does when Redis closes it.
+ */
+function reconnectWhenSilent(redis: Redis): void {
+  let timeouts = 0;
+  const send = redis.sendCommand.bind(redis);
+  redis.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
+    const [command] = args;
+    const result = send(...args);
+    command.promise.then(
+      () => {
+        timeouts = 0;
+      },
+      (err: unknown) => {
+        if (!(err instanceof Error) || err.message !== 'Command timed out') return;
+        if (++timeouts < SILENT_CONNECTION_TIMEOUTS || redis.status !== 'ready') return;
+        timeouts = 0;
+        redis.disconnect(true);
+      },
+    );
+    return result;
+  }) as Redis['sendCommand'];
+}
+
 /** Options of createRedis. */
 export interface RedisFactoryOptions {
   /** Connection name shown by `CLIENT LIST`, e.g. `gateway:admission`. */
@@ -71,6 +101,7 @@ export function createRedis(url: string, options: RedisFactoryOptions): Redis {
     redis.options.enableOfflineQueue = false;
     redis.options.commandTimeout = options.commandTimeoutMs ?? REDIS_COMMAND_TIMEOUT_MS;
   });
+  reconnectWhenSilent(redis);
   const duplicate = redis.duplicate.bind(redis);
   redis.duplicate = (override) => duplicate({ enableOfflineQueue, commandTimeout, ...override });
   return redis;

@@ -9,6 +9,11 @@ export interface TcpLink {
   port: number;
   /** From now on, what the server sends is dropped (it still runs what it receives). */
   dropReplies(): void;
+  /**
+   * The connections open now stop relaying what the server sends, and stay open, as a connection
+   * does whose peer went silent while TCP holds; new connections relay both ways.
+   */
+  silence(): void;
   /** From now on, what clients send is dropped (the server never sees it). */
   dropRequests(): void;
   /** Destroys every connection through the link; new ones relay both ways again. */
@@ -24,6 +29,7 @@ export async function startTcpLink(targetPort: number): Promise<TcpLink> {
   let relayed = 0;
   let dropReplies = false;
   let dropRequests = false;
+  const silenced = new WeakSet<net.Socket>();
   const server = net.createServer((client) => {
     relayed += 1;
     const upstream = net.connect(targetPort, '127.0.0.1');
@@ -33,7 +39,7 @@ export async function startTcpLink(targetPort: number): Promise<TcpLink> {
       if (!dropRequests) upstream.write(chunk);
     });
     upstream.on('data', (chunk) => {
-      if (!dropReplies) client.write(chunk);
+      if (!dropReplies && !silenced.has(client)) client.write(chunk);
     });
     const end = () => {
       client.destroy();
@@ -56,6 +62,9 @@ export async function startTcpLink(targetPort: number): Promise<TcpLink> {
     },
     dropRequests: () => {
       dropRequests = true;
+    },
+    silence: () => {
+      for (const socket of open) silenced.add(socket);
     },
     cut: () => {
       dropReplies = false;
