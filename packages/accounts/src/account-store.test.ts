@@ -170,10 +170,29 @@ describe('keys', () => {
 describe('the cap on keys per organization', () => {
   const capped = createAccountStore({ redis, prefix, now: () => nowMs, maxKeysPerOrganization: 5 });
 
-  it('refuses a key past the cap of live keys, leaving nothing of it behind', async () => {
-    const org = await capped.createOrganization({ name: 'Capped', budgets, credit: 1 });
+  /** An organization holding the cap's five keys, k0-k4. */
+  async function fullOrganization(name: string) {
+    const org = await capped.createOrganization({ name, budgets, credit: 1 });
     const made = [];
     for (let i = 0; i < 5; i++) made.push((await capped.createKey(org.id, `k${i}`))!);
+    return { org, made };
+  }
+
+  /** Revokes each key with the clock `ms` after now. */
+  async function revokeAt(revocations: Array<[string, number]>): Promise<void> {
+    const started = nowMs;
+    try {
+      for (const [keyId, ms] of revocations) {
+        nowMs = started + ms;
+        await capped.revokeKey(keyId);
+      }
+    } finally {
+      nowMs = started;
+    }
+  }
+
+  it('refuses a key past the cap of live keys, leaving nothing of it behind', async () => {
+    const { org, made } = await fullOrganization('Capped');
     const indexBefore = (await redis.keys(`${prefix}apikey:*`)).length;
     const refused = capped.createKey(org.id, 'one too many');
     await expect(refused).rejects.toMatchObject({ reason: 'key_limit_reached', orgId: org.id });
@@ -188,17 +207,11 @@ describe('the cap on keys per organization', () => {
   });
 
   it('at the cap, gives a new key the place of the key revoked longest ago, and forgets that one', async () => {
-    const org = await capped.createOrganization({ name: 'Rotating', budgets, credit: 1 });
-    const made = [];
-    for (let i = 0; i < 5; i++) made.push((await capped.createKey(org.id, `k${i}`))!);
-    const started = nowMs;
-    try {
-      await capped.revokeKey(made[3]!.id);
-      nowMs += 5000;
-      await capped.revokeKey(made[1]!.id);
-    } finally {
-      nowMs = started;
-    }
+    const { org, made } = await fullOrganization('Rotating');
+    await revokeAt([
+      [made[3]!.id, 0],
+      [made[1]!.id, 5000],
+    ]);
     const first = (await capped.createKey(org.id, 'new1'))!;
     expect((await capped.listKeys(org.id))?.map((k) => k.name).sort()).toEqual(['k0', 'k1', 'k2', 'k4', 'new1']);
     expect(await capped.getKey(made[3]!.id)).toBeNull();
@@ -214,24 +227,9 @@ describe('the cap on keys per organization', () => {
   });
 
   it('forgets the key revoked longest ago to the millisecond, and leaves no secret of it working', async () => {
-    const org = await capped.createOrganization({ name: 'Same second', budgets, credit: 1 });
-    const made = [];
-    for (let i = 0; i < 5; i++) made.push((await capped.createKey(org.id, `k${i}`))!);
-    const started = nowMs;
-    try {
-      // Four revocations within one second, in the order 4, 2, 0, 3.
-      for (const [i, at] of [
-        [4, 100],
-        [2, 200],
-        [0, 300],
-        [3, 400],
-      ] as const) {
-        nowMs = started + at;
-        await capped.revokeKey(made[i]!.id);
-      }
-    } finally {
-      nowMs = started;
-    }
+    const { org, made } = await fullOrganization('Same second');
+    // Four revocations within one second, in the order 4, 2, 0, 3.
+    await revokeAt([4, 2, 0, 3].map((i, n) => [made[i]!.id, 100 * (n + 1)]));
     const forgottenInOrder = [];
     for (let n = 0; n < 4; n++) {
       const before = new Set((await capped.listKeys(org.id))!.map((k) => k.id));
@@ -243,9 +241,7 @@ describe('the cap on keys per organization', () => {
   });
 
   it('never forgets a key that still works: a revocation cut short leaves it unmarked, not marked and working', async () => {
-    const org = await capped.createOrganization({ name: 'Cut', budgets, credit: 1 });
-    const made = [];
-    for (let i = 0; i < 5; i++) made.push((await capped.createKey(org.id, `k${i}`))!);
+    const { org, made } = await fullOrganization('Cut');
     // The state a revocation cut after its first step leaves: the key works nowhere, is not marked.
     const index = `${prefix}apikey:${hashApiKey(made[0]!.key)}`;
     await redis.del(index);
