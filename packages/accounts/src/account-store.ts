@@ -360,7 +360,7 @@ export class AccountStore {
       const cleanup = this.redis.multi().hdel(this.keys.keyOrgs(), forgotten);
       if (forgottenHash)
         cleanup.del(this.keys.keyByHash(forgottenHash)).publish(this.keys.revocationChannel(), forgottenHash);
-      await cleanup.exec();
+      await execOrThrow(cleanup);
     }
     if (recorded !== 1) {
       // The organization was deleted since the check above: nothing of the key may stay.
