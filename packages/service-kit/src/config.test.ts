@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ConfigError, envBoolean, loadConfig, redisUrl } from '@tollway/service-kit';
+import { ConfigError, durationMs, envBoolean, loadConfig, MAX_TIMER_MS, redisUrl } from '@tollway/service-kit';
 
 const schema = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -63,4 +63,18 @@ describe('redisUrl', () => {
     ' redis://h:1',
     'redis://h:1\n',
   ])('refuses %p', (address) => expect(redisUrl.safeParse(address).success).toBe(false));
+});
+
+describe('durationMs', () => {
+  it('takes whole ms from its minimum to the longest delay a timer waits', () => {
+    expect(durationMs(100).parse('100')).toBe(100);
+    expect(durationMs(100).parse(String(MAX_TIMER_MS))).toBe(2_147_483_647);
+  });
+
+  it('refuses a delay past it, which Node would run after 1 ms', () => {
+    expect(durationMs(0).safeParse(String(MAX_TIMER_MS + 1)).success).toBe(false);
+    expect(durationMs(0).safeParse('3000000000').error?.issues[0]?.message).toMatch(/at most 2147483647 ms/);
+    expect(durationMs(100).safeParse('99').success).toBe(false);
+    expect(durationMs(0).safeParse('1.5').success).toBe(false);
+  });
 });

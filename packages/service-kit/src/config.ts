@@ -77,6 +77,22 @@ function splitFlag(flag: string): [string, string | undefined] {
   return eq === -1 ? [flag, undefined] : [flag.slice(0, eq), flag.slice(eq + 1)];
 }
 
+/** The longest delay a Node timer can wait, ms (2^31 - 1, about 24.8 days); a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * A duration setting in whole ms, from `min` to MAX_TIMER_MS. Each one ends up in a timer, and Node
+ * runs a timer of more than MAX_TIMER_MS after 1 ms, with only a warning: a 35-day turn timeout
+ * would fail every turn at once, and a 35-day sweep interval would sweep every millisecond.
+ */
+export function durationMs(min: number) {
+  return z.coerce
+    .number()
+    .int()
+    .min(min)
+    .max(MAX_TIMER_MS, { message: `must be at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest a timer waits` });
+}
+
 /** A boolean read from the environment: `true/false/1/0/yes/no`, anything else is an error. */
 export const envBoolean = z
   .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { z } from 'zod';
-import type { ConfigSource } from './config';
+import { durationMs, type ConfigSource } from './config';
 import type { Logger } from './logger';
 
 /**
@@ -14,11 +14,11 @@ export const HTTP_LIMIT_FIELDS = {
   /** Most request headers read; more are dropped; default 100. */
   maxHeadersCount: z.coerce.number().int().min(8).default(100),
   /** Time a client has to send the whole request head, ms; default 20 000. Slower gets 408 and a close. */
-  headersTimeoutMs: z.coerce.number().int().min(100).default(20_000),
+  headersTimeoutMs: durationMs(100).default(20_000),
   /** Time a client has to send the whole request (head and body), ms; default 60 000; 0 = no limit. */
-  requestTimeoutMs: z.coerce.number().int().min(0).default(60_000),
+  requestTimeoutMs: durationMs(0).default(60_000),
   /** Idle keep-alive connections are closed after this, ms; default 65 000 (longer than the usual 60 s of load balancers). */
-  keepAliveTimeoutMs: z.coerce.number().int().min(0).default(65_000),
+  keepAliveTimeoutMs: durationMs(0).default(65_000),
   /** Most open client connections per process; more are closed at once; default 10 000. */
   maxConnections: z.coerce.number().int().min(1).default(10_000),
 };

@@ -71,6 +71,12 @@ describe('loadApiConfig', () => {
   it('refuses bad values, naming the option', () => {
     expect(() => loadApiConfig({ env: {}, argv: ['--max-sessions', '0'] })).toThrow(/MAX_SESSIONS \(--max-sessions\)/);
     expect(() => loadApiConfig({ env: { SESSION_TTL_SECONDS: '-1' }, argv: [] })).toThrow(/SESSION_TTL_SECONDS/);
+    expect(() => loadApiConfig({ env: { SESSION_SWEEP_INTERVAL_MS: '3000000000' }, argv: [] })).toThrow(
+      /SESSION_SWEEP_INTERVAL_MS \(--sweep-interval-ms\): must be at most 2147483647 ms/,
+    );
+    expect(() => loadApiConfig({ env: { HTTP_KEEP_ALIVE_TIMEOUT_MS: '2147483648' }, argv: [] })).toThrow(
+      /HTTP_KEEP_ALIVE_TIMEOUT_MS/,
+    );
   });
 
   it('derives the sweep interval from the TTL, clamped to 250–5000 ms', () => {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import {
+  durationMs,
   envBoolean,
   HTTP_LIMIT_FIELDS,
   HTTP_LIMIT_SOURCES,
@@ -42,7 +43,7 @@ const apiSchema = z.object({
   /** Seconds of inactivity after which idle and errored sessions are swept; 0 (default) turns the sweep off. */
   ttlSeconds: z.coerce.number().min(0).default(0),
   /** How often the TTL sweeper runs, in ms; default a quarter of the TTL, clamped to 250–5000. */
-  sweepIntervalMs: z.coerce.number().int().min(10).optional(),
+  sweepIntervalMs: durationMs(10).optional(),
   /** Cap on the number of sessions held (all organizations together); default 10 000. */
   maxSessions: z.coerce.number().int().min(1).default(10_000),
   /** Enables `PUT /sessions/{id}` with client-chosen UUIDs; default false. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { Webhook } from 'standardwebhooks';
-import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
+import { durationMs, envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
 import { SHARED_CONFIG_FIELDS, SHARED_CONFIG_SOURCES } from './config';
 
 const commaList = z
@@ -42,33 +42,33 @@ const workerSchema = z.object({
   /** The quickstart's development key, used when GATEWAY_API_KEY is unset. */
   devApiKey: z.string().min(1).optional(),
   /** Timeout of one HTTP request to the gateway, in ms; default 120 000. */
-  gatewayTimeoutMs: z.coerce.number().int().min(100).default(120_000),
+  gatewayTimeoutMs: durationMs(100).default(120_000),
   /** Model the chat agent uses when `user_params.model` is absent; default `tollway/sim-chat`. */
   agentDefaultModel: z.string().min(1).default('tollway/sim-chat'),
   /** Most tries of one model call, first included; default 4. */
   agentMaxModelTries: z.coerce.number().int().min(1).max(20).default(4),
   /** First retry back-off of a model call before jitter, in ms; default 500. */
-  agentRetryBaseDelayMs: z.coerce.number().int().min(0).default(500),
+  agentRetryBaseDelayMs: durationMs(0).default(500),
   /** Longest retry back-off of a model call, in ms; default 8000. */
-  agentRetryMaxDelayMs: z.coerce.number().int().min(0).default(8000),
+  agentRetryMaxDelayMs: durationMs(0).default(8000),
   /** Standard Webhooks signing secret (`whsec_…`); deliveries are unsigned when unset. */
   webhookSigningSecret: signingSecret,
   /** Comma-separated host names, addresses and CIDRs webhooks may reach despite being non-public; default none. */
   webhookAllowedHosts: commaList,
   /** Timeout of one webhook delivery, in ms; default 10 000 (the spec's). */
-  webhookTimeoutMs: z.coerce.number().int().min(1).default(10_000),
+  webhookTimeoutMs: durationMs(1).default(10_000),
   /** Adds `trace_metrics` to webhook payloads; default false. */
   tracingEnabled: envBoolean.default(false),
   /** A turn running longer is killed and ends in `error`, in ms; default 600 000 (10 minutes), 0 = no limit. */
-  turnTimeoutMs: z.coerce.number().int().min(0).default(600_000),
+  turnTimeoutMs: durationMs(0).default(600_000),
   /** Lifetime of a worker's registration and of its turn leases without a heartbeat, in ms; default 5000. */
-  leaseTtlMs: z.coerce.number().int().min(100).default(5000),
+  leaseTtlMs: durationMs(100).default(5000),
   /** BullMQ lock of a job being run, in ms (renewed at half); a lapsed lock fails the job, never reruns it; default 10 000. */
-  jobLockDurationMs: z.coerce.number().int().min(100).default(10_000),
+  jobLockDurationMs: durationMs(100).default(10_000),
   /** How often BullMQ looks for jobs whose lock lapsed, in ms; default 5000. */
-  stalledIntervalMs: z.coerce.number().int().min(100).default(5000),
+  stalledIntervalMs: durationMs(100).default(5000),
   /** How often the reaper looks for orphaned turns, in ms; default 1000. */
-  reaperIntervalMs: z.coerce.number().int().min(50).default(1000),
+  reaperIntervalMs: durationMs(50).default(1000),
 });
 
 const workerSources = {

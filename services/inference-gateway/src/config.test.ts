@@ -44,3 +44,15 @@ describe('gateway config: ADMIN_TOKEN', () => {
     expect(() => load(value)).toThrow(/ADMIN_TOKEN/);
   });
 });
+
+describe('gateway config: durations', () => {
+  it.each(['UPSTREAM_TIMEOUT_MS', 'AUTH_CACHE_TTL_MS', 'CAPACITY_LEASE_MS', 'CONSOLE_SESSION_TTL_MS'])(
+    '%s takes the longest delay a timer waits and refuses one ms more',
+    (name) => {
+      expect(() => loadGatewayConfig({ env: { [name]: '2147483647' }, argv: [] })).not.toThrow();
+      expect(() => loadGatewayConfig({ env: { [name]: '2147483648' }, argv: [] })).toThrow(
+        new RegExp(`${name}: must be at most 2147483647 ms`),
+      );
+    },
+  );
+});

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { DEFAULT_ENGINE_RESPONSE_LIMITS } from './engines/engine.types';
 import {
+  durationMs,
   envBoolean,
   HTTP_LIMIT_FIELDS,
   HTTP_LIMIT_SOURCES,
@@ -51,14 +52,14 @@ export const GatewayConfigSchema = z.object({
   /** Largest whole engine stream, bytes; default 256 MiB. Longer streams end with an error event. */
   maxEngineStreamBytes: z.coerce.number().int().min(1024).default(DEFAULT_ENGINE_RESPONSE_LIMITS.maxStreamBytes),
   /** Upstream timeout in milliseconds: time to the engine's first byte, and longest silence mid-stream; default 300 000. */
-  upstreamTimeoutMs: z.coerce.number().int().min(1).default(300_000),
+  upstreamTimeoutMs: durationMs(1).default(300_000),
   /**
    * Time a SIGTERM leaves the gateway to finish, ms; default 30 000 (Kubernetes' default grace).
    * Requests in flight run on until 5 s before it (at least half of it); the streams still open
    * then end with a `server_shutting_down` event, and what they relayed is settled. At most a day
    * (node's timers cannot wait longer than 2^31 - 1 ms).
    */
-  shutdownGraceMs: z.coerce.number().int().min(1000).max(86_400_000).default(30_000),
+  shutdownGraceMs: durationMs(1000).max(86_400_000).default(30_000),
   /** Upstream connections kept per engine replica; default 128. */
   upstreamConnections: z.coerce.number().int().min(1).default(128),
   /** Output tokens reserved when a request sets neither max_tokens nor max_completion_tokens; default 1024. */
@@ -102,11 +103,11 @@ export const GatewayConfigSchema = z.object({
    */
   maxKeysPerOrganization: z.coerce.number().int().min(1).max(1_000_000).default(DEFAULT_MAX_KEYS_PER_ORGANIZATION),
   /** How long an API-key lookup is cached in process, ms (revocations evict at once via pub/sub); default 5000. */
-  authCacheTtlMs: z.coerce.number().int().min(0).default(5000),
+  authCacheTtlMs: durationMs(0).default(5000),
   /** Lifetime of a capacity lease without renewal, ms (a crashed replica's leases expire after it); default 30 000. */
-  capacityLeaseMs: z.coerce.number().int().min(100).default(30_000),
+  capacityLeaseMs: durationMs(100).default(30_000),
   /** `retry-after-ms` advised when a model is at capacity, ms; default 1000. */
-  capacityRetryAfterMs: z.coerce.number().int().min(1).default(1000),
+  capacityRetryAfterMs: durationMs(1).default(1000),
   /**
    * Admit most requests in process from quota slices and capacity blocks leased from Redis
    * (see src/admission/README.md, "Local admission"); off = every request is admitted in Redis.
@@ -114,26 +115,18 @@ export const GatewayConfigSchema = z.object({
    */
   admissionSlices: envBoolean.default(true),
   /** How long a replica admits from one quota slice before giving it back, ms; default 1000. */
-  admissionSliceMs: z.coerce.number().int().min(10).max(60_000).default(1000),
+  admissionSliceMs: durationMs(10).max(60_000).default(1000),
   /**
    * HMAC key of the console's session cookie and CSRF token (`CONSOLE_SESSION_SECRET`, 32+ characters);
    * default derived from ADMIN_TOKEN, so every replica agrees and changing the token ends all sessions.
    */
   consoleSessionSecret: z.string().min(32, 'must be at least 32 characters').optional(),
   /** Lifetime of a console session, ms; default 8 hours. */
-  consoleSessionTtlMs: z.coerce
-    .number()
-    .int()
-    .min(60_000)
-    .default(8 * 60 * 60 * 1000),
+  consoleSessionTtlMs: durationMs(60_000).default(8 * 60 * 60 * 1000),
   /** Failed console sign-ins one client address may make per window; default 10. */
   consoleSignInMaxFailures: z.coerce.number().int().min(1).default(10),
   /** Window of the failed sign-in limit, ms; default 15 minutes. */
-  consoleSignInWindowMs: z.coerce
-    .number()
-    .int()
-    .min(1000)
-    .default(15 * 60 * 1000),
+  consoleSignInWindowMs: durationMs(1000).default(15 * 60 * 1000),
   /** Folder of the built console (`index.html`, `assets/`); default the @tollway/console package's `dist`. */
   consoleDir: z.string().optional(),
   /** winston log level; default `info`. */
