@@ -74,7 +74,9 @@ export function buildConsoleRouter(options: ConsoleRouterOptions): Router {
   // The page names the current assets, so it is never cached, under either of its names.
   const sendIndex = (res: Response, next: NextFunction) => {
     res.setHeader('cache-control', 'no-cache');
-    res.sendFile(path.join(dir, 'index.html'), (err) => err && next(err));
+    // With `root`, send checks only the name for dot-segments: the Docker image's `pnpm deploy`
+    // puts the console under node_modules/.pnpm/, and an absolute path through it was refused.
+    res.sendFile('index.html', { root: dir }, (err) => err && next(err));
   };
   router.get('/', (req, res, next) => {
     // Relative asset URLs need the trailing slash.

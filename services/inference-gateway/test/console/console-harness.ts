@@ -26,7 +26,10 @@ const CONSOLE_PACKAGE = path.resolve(__dirname, '..', '..', '..', '..', 'package
  * serves what the sources say now and test files running at once never share an output folder.
  */
 export async function buildConsole(): Promise<{ dir: string; remove: () => void }> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'tollway-console-'));
+  const root = mkdtempSync(path.join(tmpdir(), 'tollway-console-'));
+  // Under a dot-segment, as `pnpm deploy` (the Docker image) places the package:
+  // node_modules/.pnpm/@tollway+console@…/node_modules/@tollway/console/dist.
+  const dir = path.join(root, 'node_modules', '.pnpm', 'console', 'dist');
   const vite = path.join(CONSOLE_PACKAGE, 'node_modules', 'vite', 'bin', 'vite.js');
   await promisify(execFile)(
     process.execPath,
@@ -36,7 +39,7 @@ export async function buildConsole(): Promise<{ dir: string; remove: () => void 
       env: { ...process.env, VITE_CONFIG_NATIVE_IGNORE_WARNING: 'true' },
     },
   );
-  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+  return { dir, remove: () => rmSync(root, { recursive: true, force: true }) };
 }
 
 /** A gateway wired as main.ts wires it (accounts in Redis, admin API, console), on port 0. */
