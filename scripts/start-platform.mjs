@@ -29,6 +29,9 @@ const sessionsPort = port('SESSIONS_PORT', 8081);
 const redisUrl = env.REDIS_URL || 'redis://127.0.0.1:6379';
 const stateDir = resolve(ROOT, env.TOLLWAY_STATE_DIR || '.tollway');
 const startTimeoutMs = Number(env.START_TIMEOUT_MS || 60_000);
+// The gateway drains for up to its SHUTDOWN_GRACE_MS, then charges what it relayed; killing it
+// sooner would cut streams without their closing event and lose their settlement.
+const STOP_WAIT_MS = (Number(env.SHUTDOWN_GRACE_MS) || 30_000) + 5_000;
 const useColor = process.stdout.isTTY && !env.NO_COLOR;
 
 function fail(message) {
@@ -190,11 +193,18 @@ function stop(code, signal = 'SIGTERM') {
   process.exitCode = code;
   if (children.size === 0) process.exit(code);
   for (const child of children.values()) child.kill(signal);
-  // A child that ignores the signal does not keep the terminal hostage.
-  setTimeout(() => {
-    for (const child of children.values()) child.kill('SIGKILL');
-    process.exit(code);
-  }, 15_000).unref();
+  if (signal === 'SIGINT' || signal === 'SIGTERM') {
+    console.error(
+      `start-platform: stopping; requests in flight may take up to ${Math.round(STOP_WAIT_MS / 1000)} s (Ctrl-C again stops at once)`,
+    );
+  }
+  // A child that ignores the signal does not keep the terminal hostage; one that drains is let be.
+  setTimeout(() => killAll(code), STOP_WAIT_MS).unref();
+}
+
+function killAll(code) {
+  for (const child of children.values()) child.kill('SIGKILL');
+  process.exit(code);
 }
 
 async function waitReady(name, url, deadline) {
@@ -276,7 +286,7 @@ async function main() {
   const gatewayArgs = entry('services/inference-gateway', 'dist/main.js', 'src/main.ts');
   const sessionsArgs = entry('services/agent-session', 'dist/main-api.js', 'src/main-api.ts');
 
-  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stop(0, signal));
+  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => (stopping ? killAll(130) : stop(0, signal)));
   process.on('exit', () => {
     for (const child of children.values()) child.kill('SIGKILL');
   });

@@ -15,6 +15,7 @@ import { Redis } from 'ioredis';
 import { freePort } from '../packages/service-kit/src/testing/free-port';
 
 const SCRIPT = join(__dirname, 'start-platform.mjs');
+const DEFAULT_CATALOG = join(__dirname, '..', 'services', 'inference-gateway', 'catalog', 'default.catalog.yaml');
 const PREFIX = `test-${randomUUID()}:`;
 const stateDir = mkdtempSync(join(tmpdir(), 'tollway-start-'));
 const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 2 });
@@ -78,7 +79,21 @@ describe('pnpm dev (scripts/start-platform.mjs --dev)', () => {
     const [gatewayPort, sessionsPort] = [await freePort(), await freePort()];
     gateway = `http://127.0.0.1:${gatewayPort}`;
     sessions = `http://127.0.0.1:${sessionsPort}`;
-    platform = startPlatform({ GATEWAY_PORT: String(gatewayPort), SESSIONS_PORT: String(sessionsPort) });
+    // The default catalog and a model slow enough to be streaming when Ctrl-C comes.
+    const catalog = join(stateDir, 'catalog.yaml');
+    const slow = `
+  - id: test/sim-slow
+    owned_by: test
+    created: 1767225600
+    price_per_million: { input: 1, output: 1 }
+    engine: { kind: simulated, time_to_first_token_ms: 5, time_per_output_token_ms: 100, ignore_eos: true }
+`;
+    writeFileSync(catalog, readFileSync(DEFAULT_CATALOG, 'utf8') + slow);
+    platform = startPlatform({
+      GATEWAY_PORT: String(gatewayPort),
+      SESSIONS_PORT: String(sessionsPort),
+      CATALOG_PATH: catalog,
+    });
     key = (await waitFor(platform, /Dev API key\s+(tw-[A-Za-z0-9_-]{43})\b/, 60_000))[1]!;
   }, 70_000);
 
@@ -175,8 +190,27 @@ describe('pnpm dev (scripts/start-platform.mjs --dev)', () => {
     expect(requests).toBeGreaterThan(0);
   });
 
-  it('stops both services on Ctrl-C and exits 0', async () => {
-    expect(await stop(platform, 'SIGINT')).toBe(0);
+  it('stops both services on Ctrl-C and exits 0, after letting a stream of 17 s finish', async () => {
+    const res = await fetch(`${gateway}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      body: JSON.stringify({
+        model: 'test/sim-slow',
+        stream: true,
+        max_tokens: 170,
+        messages: [{ role: 'user', content: 'Tell me a long story' }],
+      }),
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    let text = new TextDecoder().decode((await reader.read()).value);
+    // The gateway drains for SHUTDOWN_GRACE_MS less 5 s (25 s); the quickstart used to kill it at 15 s.
+    const exited = stop(platform, 'SIGINT');
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      text += new TextDecoder().decode(chunk.value);
+    }
+    expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    expect(await exited).toBe(0);
     await expect(fetch(`${gateway}/healthz`)).rejects.toThrow();
     await expect(fetch(`${sessions}/healthz`)).rejects.toThrow();
   });
