@@ -64,6 +64,13 @@ describe('readJsonBody over a real server', () => {
     ['a body over the limit', `"${'x'.repeat(2000)}"`, {}, 'too_large'],
     ['gzip that is not gzip', '{"a":1}', { 'content-encoding': 'gzip' }, 'bad_encoding'],
     ['an unknown encoding', '{"a":1}', { 'content-encoding': 'zstd-ish' }, 'unsupported_encoding'],
+    [
+      'an encoding named like a prototype member',
+      '{"a":1}',
+      { 'content-encoding': 'constructor' },
+      'unsupported_encoding',
+    ],
+    ['an encoding named __proto__', '{"a":1}', { 'content-encoding': '__proto__' }, 'unsupported_encoding'],
     // 100 KB of zeros compresses to about 100 bytes: the limit applies to what it decodes to.
     ['a decompression bomb', gzipSync(Buffer.alloc(100_000, 0x20)), { 'content-encoding': 'gzip' }, 'too_large'],
   ])('%s is a BodyError of its kind', async (_name, body, headers, kind) => {

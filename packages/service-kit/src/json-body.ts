@@ -29,12 +29,14 @@ export interface JsonBodyLimits {
   maxDepth: number;
 }
 
-const DECODERS: Record<string, () => Transform> = {
-  gzip: createGunzip,
-  'x-gzip': createGunzip,
-  deflate: createInflate,
-  br: createBrotliDecompress,
-};
+// A Map, not an object literal: the header's value is the client's, and `constructor` or
+// `__proto__` would be found on an object's prototype.
+const DECODERS = new Map<string, () => Transform>([
+  ['gzip', createGunzip],
+  ['x-gzip', createGunzip],
+  ['deflate', createInflate],
+  ['br', createBrotliDecompress],
+]);
 
 /**
  * Reads a request body and parses it as JSON, bounded before any work grows with it: the declared
@@ -108,7 +110,7 @@ export function readBodyBytes(req: IncomingMessage, maxBytes: number): Promise<B
   const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
   let decoder: Transform | null = null;
   if (encoding !== 'identity' && encoding !== '') {
-    const make = DECODERS[encoding];
+    const make = DECODERS.get(encoding);
     if (!make) {
       req.resume();
       return Promise.reject(
