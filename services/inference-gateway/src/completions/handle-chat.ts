@@ -58,7 +58,7 @@ export async function handleChat(
     abort.abort();
     observation?.clientGone();
   });
-  const inputTokens = await deps.promptTokens.count(request.messages);
+  const inputTokens = await deps.promptTokens.count(request.messages, request.tools);
   checkContextLength(request, model, inputTokens);
   const reservation = outputReservation(request, deps.defaultOutputReservationTokens);
   const usageBounds = usageBoundsOf(request, model, inputTokens);

@@ -17,9 +17,16 @@ describe('token counting', () => {
   it('counts messages with framing, text parts, names and tool calls', () => {
     const plain = countPromptTokens([{ role: 'user', content: 'Hello world' }]);
     expect(plain).toBe(3 + 4 + 2);
-    expect(
-      countPromptTokens([{ role: 'user', content: [{ type: 'text', text: 'Hello world' }, { type: 'image_url' }] }]),
-    ).toBe(plain);
+    const image = (detail?: string) => ({
+      type: 'image_url',
+      image_url: { url: 'data:image/png;base64,AAAA', detail },
+    });
+    expect(countPromptTokens([{ role: 'user', content: [{ type: 'text', text: 'Hello world' }, image()] }])).toBe(
+      plain + 765,
+    );
+    expect(countPromptTokens([{ role: 'user', content: [{ type: 'text', text: 'Hello world' }, image('low')] }])).toBe(
+      plain + 85,
+    );
     expect(countPromptTokens([{ role: 'user', content: 'Hello world', name: 'bob' }])).toBe(
       plain + 1 + countTextTokens('bob'),
     );
@@ -27,6 +34,35 @@ describe('token counting', () => {
     expect(countPromptTokens([{ role: 'assistant', content: null, tool_calls: calls }])).toBe(
       3 + 4 + countTextTokens(JSON.stringify(calls)),
     );
+  });
+
+  it('counts the tool definitions, which engines render into the prompt, and tool call ids', () => {
+    const messages = [{ role: 'user', content: 'Hello world' }];
+    const tools = [
+      { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } },
+    ];
+    expect(countPromptTokens(messages, tools)).toBe(
+      countPromptTokens(messages) + countTextTokens(JSON.stringify(tools)),
+    );
+    expect(countPromptTokens(messages, [])).toBe(countPromptTokens(messages));
+    expect(countPromptTokens([{ role: 'tool', content: '18 C', tool_call_id: 'call_1' }])).toBe(
+      3 + 4 + countTextTokens('18 C') + countTextTokens('call_1'),
+    );
+  });
+
+  it('counts tools alike in every counter, the remembering one included', async () => {
+    const messages = [{ role: 'user', content: 'Hello world' }];
+    const tools = Array.from({ length: 50 }, (_, i) => ({
+      type: 'function',
+      function: { name: `tool_${i}`, description: 'Looks up the weather for a city. '.repeat(20) },
+    }));
+    const exact = countPromptTokens(messages, tools);
+    expect(exact).toBeGreaterThan(5000);
+    expect(await countPromptTokensFairly(messages, tools)).toBe(exact);
+    const counter = new PromptTokenCounter(100);
+    expect(await counter.count(messages, tools)).toBe(exact);
+    expect(await counter.count(messages, tools)).toBe(exact);
+    expect(counter.stats().hits).toBeGreaterThan(0);
   });
 
   it('counts a long prompt in slices to the same total, letting other work run meanwhile', async () => {

@@ -14,6 +14,13 @@ const TOKENS_PER_MESSAGE = 3;
 /** Tokens priming the assistant's reply. */
 const TOKENS_PER_REPLY = 3;
 /**
+ * An image part's tokens: what OpenAI charges for a 1024×1024 image at high detail (85 + 4 tiles
+ * of 170), and 85 at `detail: "low"`. The gateway does not fetch or decode images to size them,
+ * and engines differ (LLaVA-1.5 takes 576 a picture); the engine's usage settles the real count.
+ */
+const IMAGE_TOKENS = 765;
+const LOW_DETAIL_IMAGE_TOKENS = 85;
+/**
  * Above this many characters a prompt is counted in slices with a turn of the event loop between
  * them: BPE on adversarial text runs at up to about 0.6 µs a character (see cl100k.ts), so a 4 MiB
  * body counted in one go would stall every other request for seconds.
@@ -26,7 +33,16 @@ export interface CountableMessage {
   content?: string | readonly unknown[] | null;
   name?: string;
   tool_calls?: readonly unknown[];
+  tool_call_id?: string;
 }
+
+/**
+ * The tool definitions of a request. Engines render them into the prompt (vLLM's and llama.cpp's
+ * chat templates, OpenAI's own format), so they are prompt tokens: counted as their JSON, the
+ * whole list one text (agents send the same list every turn, so it is counted once and then
+ * remembered).
+ */
+export type CountableTools = readonly unknown[] | null | undefined;
 
 /**
  * Runs the pre-tokenizer keeps whole (letters, punctuation, whitespace) longer than this are not
@@ -56,9 +72,12 @@ export function countTextTokens(text: string): number {
   return from === 0 ? countTokens(text) : total + (from < text.length ? countTokens(text.slice(from)) : 0);
 }
 
-/** Counts the prompt tokens of chat messages: content text (strings and text parts), names, tool calls, framing. */
-export function countPromptTokens(messages: readonly CountableMessage[]): number {
-  const { texts, framing } = promptTexts(messages);
+/**
+ * Counts the prompt tokens of chat messages: content text (strings and text parts), image parts,
+ * names, tool calls and their ids, framing, and the tool definitions.
+ */
+export function countPromptTokens(messages: readonly CountableMessage[], tools?: CountableTools): number {
+  const { texts, framing } = promptTexts(messages, tools);
   let total = framing;
   for (const text of texts) total += countTextTokens(text);
   return total;
@@ -69,11 +88,14 @@ export function countPromptTokens(messages: readonly CountableMessage[]): number
  * before a space that follows a word (where cl100k's pre-tokenizer splits anyway), yielding to
  * other requests between slices. Short prompts are counted at once.
  */
-export async function countPromptTokensFairly(messages: readonly CountableMessage[]): Promise<number> {
-  const { texts, framing } = promptTexts(messages);
+export async function countPromptTokensFairly(
+  messages: readonly CountableMessage[],
+  tools?: CountableTools,
+): Promise<number> {
+  const { texts, framing } = promptTexts(messages, tools);
   let length = 0;
   for (const text of texts) length += text.length;
-  if (length <= SLICE_CHARS) return countPromptTokens(messages);
+  if (length <= SLICE_CHARS) return countPromptTokens(messages, tools);
   let total = framing;
   for (const text of texts) total += await countTextFairly(text);
   return total;
@@ -114,10 +136,10 @@ export class PromptTokenCounter {
   }
 
   /** The prompt's tokens (countPromptTokens' total); a long text not seen lately is counted in slices. */
-  async count(messages: readonly CountableMessage[]): Promise<number> {
+  async count(messages: readonly CountableMessage[], tools?: CountableTools): Promise<number> {
     const counts = this.counts;
-    if (counts === null) return countPromptTokensFairly(messages);
-    const { texts, framing } = promptTexts(messages);
+    if (counts === null) return countPromptTokensFairly(messages, tools);
+    const { texts, framing } = promptTexts(messages, tools);
     let total = framing;
     /** Characters counted since the last turn given to other requests. */
     let counted = 0;
@@ -197,9 +219,13 @@ function sliceEnd(text: string, from: number): number {
 }
 
 /** The texts of a prompt that carry tokens, and the framing tokens around them. */
-function promptTexts(messages: readonly CountableMessage[]): { texts: string[]; framing: number } {
+function promptTexts(
+  messages: readonly CountableMessage[],
+  tools: CountableTools,
+): { texts: string[]; framing: number } {
   const texts: string[] = [];
   let framing = TOKENS_PER_REPLY;
+  if (tools && tools.length > 0) texts.push(JSON.stringify(tools));
   for (const message of messages) {
     framing += TOKENS_PER_MESSAGE + 1; // the role is one token in every chat format we know
     const content = message.content;
@@ -208,8 +234,9 @@ function promptTexts(messages: readonly CountableMessage[]): { texts: string[]; 
       for (const part of content) {
         if (typeof part === 'string') texts.push(part);
         else if (part && typeof part === 'object') {
-          const text = (part as { text?: unknown }).text;
+          const { text, type, image_url } = part as { text?: unknown; type?: unknown; image_url?: unknown };
           if (typeof text === 'string') texts.push(text);
+          else if (type === 'image_url') framing += imageTokens(image_url);
         }
       }
     }
@@ -218,6 +245,12 @@ function promptTexts(messages: readonly CountableMessage[]): { texts: string[]; 
       framing += 1;
     }
     if (message.tool_calls && message.tool_calls.length > 0) texts.push(JSON.stringify(message.tool_calls));
+    if (message.tool_call_id) texts.push(message.tool_call_id);
   }
   return { texts, framing };
+}
+
+function imageTokens(imageUrl: unknown): number {
+  const detail = imageUrl && typeof imageUrl === 'object' ? (imageUrl as { detail?: unknown }).detail : undefined;
+  return detail === 'low' ? LOW_DETAIL_IMAGE_TOKENS : IMAGE_TOKENS;
 }

@@ -190,6 +190,28 @@ describe('429 rate_limit_exceeded', () => {
     expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
     expect(res.headers.get('retry-after-ms')).toMatch(/^\d+$/);
   });
+  it('counts the tool definitions and images of a request as input: 78 KB of tools do not pass a budget of 1000', async () => {
+    const { key } = await keyFor({ input_tokens: 1000 });
+    const tools = Array.from({ length: 50 }, (_, i) => ({
+      type: 'function',
+      function: {
+        name: `tool_${i}`,
+        description: 'Looks up the weather for a city with many words of description '.repeat(20),
+        parameters: { type: 'object', properties: { city: { type: 'string' } } },
+      },
+    }));
+    const withTools = await chat(key, { tools, tool_choice: 'none' });
+    expect(withTools.status).toBe(429);
+    expect(await errorOf(withTools)).toMatchObject({ type: 'input_tokens', code: 'rate_limit_exceeded' });
+    expect(withTools.headers.get('x-should-retry')).toBe('false');
+    // Two images (765 tokens each at the default detail) are more than 1000 too; one is not.
+    const image = { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } };
+    const content = (images: number) => [{ type: 'text', text: 'What is this?' }, ...Array(images).fill(image)];
+    expect((await chat(key, { messages: [{ role: 'user', content: content(2) }] })).status).toBe(429);
+    const one = await chat(key, { messages: [{ role: 'user', content: content(1) }] });
+    expect(one.status).toBe(200);
+    expect(Number(one.headers.get('x-ratelimit-remaining-tokens'))).toBeLessThan(1000 - 765);
+  });
 });
 
 describe('402 insufficient_quota', () => {

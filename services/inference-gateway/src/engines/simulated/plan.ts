@@ -74,7 +74,7 @@ export interface PlanOptions {
 export function planCompletion(
   request: CreateChatCompletionRequest,
   options: PlanOptions,
-  promptTokens = countPromptTokens(request.messages),
+  promptTokens = countPromptTokens(request.messages, request.tools),
 ): CompletionPlan {
   const promptText = promptTextOf(request);
   const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? options.defaultMaxTokens;

@@ -77,7 +77,7 @@ export class Simulator {
     if (request.top_logprobs != null && request.top_logprobs > 0 && !request.logprobs) {
       throw new SimParameterError('when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs');
     }
-    const promptTokens = knownPromptTokens ?? (await countPromptTokensFairly(request.messages));
+    const promptTokens = knownPromptTokens ?? (await countPromptTokensFairly(request.messages, request.tools));
     const plan = planCompletion(
       request,
       {
