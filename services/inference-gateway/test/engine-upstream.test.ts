@@ -35,6 +35,7 @@ const FAKE_MODELS = [
   'status-422-nested',
   'error-first-stream-429',
   'odd-finish',
+  'reasoning-named',
   'usage-huge',
   'usage-junk',
   'usage-over',
@@ -311,6 +312,20 @@ describe('gateway in front of HTTP engines', () => {
       .map((choice) => choice.finish_reason)
       .filter((reason) => reason);
     expect(reasons).toEqual(['stop']);
+  });
+
+  it("relays a reasoning trace named `reasoning` (vLLM's, Ollama's) as the spec's `reasoning_content`", async () => {
+    const json = (await (await chat({ model: 'fake/reasoning-named' })).json()) as {
+      choices: Array<{ message: Record<string, unknown> }>;
+    };
+    expect(json.choices[0]?.message).toEqual({ role: 'assistant', content: 'ok', reasoning_content: 'Let me think.' });
+    const stream = await chat({ model: 'fake/reasoning-named', stream: true });
+    const deltas = ssePayloads(await stream.text())
+      .filter((payload) => payload !== '[DONE]')
+      .flatMap((payload) => (JSON.parse(payload) as { choices: Array<{ delta: Record<string, unknown> }> }).choices)
+      .map((choice) => choice.delta);
+    expect(deltas.filter((delta) => 'reasoning' in delta)).toEqual([]);
+    expect(deltas.map((delta) => delta.reasoning_content ?? '').join('')).toBe('step 1. step 2. step 3. ');
   });
 
   describe('what is forwarded', () => {

@@ -36,6 +36,23 @@ describe('ChunkNormaliser', () => {
     expect(out[2]).toMatchObject({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 1, total_tokens: 10 } });
   });
 
+  it("relays and counts a trace named `reasoning` (vLLM's, Ollama's) as `reasoning_content`", () => {
+    const normaliser = new ChunkNormaliser('a/b', 10);
+    const out: ChatCompletionChunk[] = [];
+    const traced = (text: string) => chunk([{ index: 0, delta: { reasoning: text } as never, finish_reason: null }]);
+    normaliser.accept(
+      chunk([{ index: 0, delta: { role: 'assistant', reasoning: '' } as never, finish_reason: null }]),
+      out,
+    );
+    for (let i = 0; i < 16; i++) normaliser.accept(traced(`step ${i} `), out);
+    expect(out[0]?.choices[0]?.delta).toEqual({ role: 'assistant', reasoning_content: '' });
+    expect(out[1]?.choices[0]?.delta).toEqual({ reasoning_content: 'step 0 ' });
+    expect(out[16]?.usage?.completion_tokens).toBe(16);
+    for (const sent of out) expect(JSON.stringify(sent)).not.toContain('"reasoning"');
+    // A client that leaves here is charged the trace it was sent.
+    expect(normaliser.settledUsage().completion_tokens).toBeGreaterThanOrEqual(16);
+  });
+
   it('drops what an engine sends for a choice after its finish: a second finish, text, a passed-through chunk', () => {
     const normaliser = new ChunkNormaliser('a/b', 10);
     const out: Array<ChatCompletionChunk | string> = [];

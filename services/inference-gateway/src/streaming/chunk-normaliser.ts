@@ -3,6 +3,7 @@ import type { SettledUsage } from '../admission/admission.types';
 import { RAW_JSON, type EngineChunk, type StreamItem } from '../engines/engine.types';
 import { countTextTokensUpTo } from '../tokenizer/count-tokens';
 import { normaliseFinishReasons } from './finish-reason';
+import { renameChoicesReasoning } from './reasoning-field';
 import { UNBOUNDED, usableUsage, type UsageBounds } from '../completions/usage-bounds';
 
 /**
@@ -63,6 +64,7 @@ export class ChunkNormaliser {
       if (usable) this.finalUsage = usable;
       return;
     }
+    if (renameChoicesReasoning(chunk.choices)) delete chunk[RAW_JSON];
     if (!this.started) {
       this.started = true;
       if (isBareRoleChunk(chunk.choices)) {

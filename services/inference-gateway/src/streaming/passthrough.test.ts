@@ -31,6 +31,10 @@ describe('isPassthroughChunk', () => {
     ['a string count', `${token('')},"usage":{"prompt_tokens":3,"total_tokens":"lots","completion_tokens":1}}`],
     ['16 digits', `${token('')},"usage":{"prompt_tokens":3,"total_tokens":1000000000000004,"completion_tokens":1}}`],
     ['a field after usage', `${token('')},"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1},"x":1}`],
+    [
+      "a trace named `reasoning` (vLLM's, Ollama's)",
+      `${token('').replace('{"content":"hi"}', '{"reasoning":"hm"}')},"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1}}`,
+    ],
   ])('refuses %s', (_name, payload) => {
     expect(isPassthroughChunk(payload)).toBe(false);
   });
@@ -38,10 +42,12 @@ describe('isPassthroughChunk', () => {
   it("passes vLLM's usage with its null details", () => {
     const usage = '"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1,"prompt_tokens_details":null}';
     expect(isPassthroughChunk(`${token('')},${usage}}`)).toBe(true);
+    const traced = token('').replace('{"content":"hi"}', '{"reasoning_content":"hm"}');
+    expect(isPassthroughChunk(`${traced},${usage}}`)).toBe(true);
   });
 
   it('is not fooled by the same words inside content (quotes are escaped there)', () => {
-    const content = JSON.stringify('"finish_reason":"stop" "usage":{"prompt_tokens":1}');
+    const content = JSON.stringify('"finish_reason":"stop" "usage":{"prompt_tokens":1} "reasoning":"x"');
     const payload = `${token('').replace('"hi"', content)},"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1}}`;
     expect(JSON.parse(payload)).toBeTruthy();
     expect(isPassthroughChunk(payload)).toBe(true);

@@ -3,11 +3,12 @@ const CHOICES = '"choices":[{';
 const FINISH = '"finish_reason":';
 const FINISH_SET = '"finish_reason":"';
 const USAGE = '"usage":{"prompt_tokens":';
+const REASONING = '"reasoning":';
 
 /**
  * Which engine chunks the relay may forward as the exact text the engine sent: regular token
  * chunks that already satisfy the Events rules (a chunk object with choices, its own usage, no
- * `finish_reason`). The opening chunk is always parsed by the normaliser, whatever this says.
+ * `finish_reason`, no trace named `reasoning`). The opening chunk is always parsed by the normaliser, whatever this says.
  * The tests are substring searches on compact JSON (vLLM, SGLang and the simulated engine write
  * compact JSON): inside a JSON string every `"` is escaped, so `"finish_reason":` cannot match
  * text inside content, only the key itself. They look where each key sits in an OpenAI chunk
@@ -23,6 +24,8 @@ export function isPassthroughChunk(payload: string): boolean {
   if (choices === -1) return false;
   const finish = payload.indexOf(FINISH, choices);
   if (finish === -1 || !payload.startsWith('null', finish + FINISH.length)) return false;
+  // A trace named `reasoning` (vLLM, Ollama) is renamed by the normaliser (reasoning-field.ts).
+  if (payload.lastIndexOf(REASONING, finish) > choices) return false;
   if (payload.indexOf(FINISH_SET, finish) !== -1) return false;
   const usage = payload.lastIndexOf(USAGE);
   if (usage < finish) return false;

@@ -128,6 +128,26 @@ export class FakeEngine {
           'application/json',
           JSON.stringify(completion(`fake/${record.model}`)).replace('"stop"', '"eos_token"'),
         );
+      case 'reasoning-named': {
+        // vLLM (since late 2025) and Ollama name the trace `reasoning`. The stream carries vLLM's
+        // continuous usage, so its chunks would be passed through as sent if their name were fine.
+        if (!body.stream) {
+          const answer = completion(`fake/${record.model}`) as { choices: Array<{ message: object }> };
+          answer.choices[0]!.message = { role: 'assistant', content: 'ok', reasoning: 'Let me think.' };
+          return json(res, 200, answer);
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const usage = (completion: number) => ({
+          usage: { prompt_tokens: 5, completion_tokens: completion, total_tokens: 5 + completion },
+        });
+        const traced = (delta: Record<string, unknown>, extra: Record<string, unknown>) =>
+          `data: ${JSON.stringify({ id: 'fake-1', object: 'chat.completion.chunk', created: 1, model: record.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: null }], ...extra })}\n\n`;
+        res.write(traced({ role: 'assistant', content: '', reasoning: '' }, usage(0)));
+        for (let i = 1; i <= 3; i++) res.write(traced({ reasoning: `step ${i}. ` }, usage(i)));
+        res.write(traced({ content: 'ok' }, usage(4)));
+        res.write(chunk({}, { finish_reason: 'stop' }));
+        return void res.end('data: [DONE]\n\n');
+      }
       case 'usage-huge':
       case 'usage-junk':
       case 'usage-over':

@@ -3,6 +3,7 @@ import { jsonDepthExceeds, ServiceError } from '@tollway/service-kit';
 import type { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
 import { badEngineResponse, engineResponseTooLarge, engineUnavailable, upstreamTimeout } from '../../errors';
 import { normaliseFinishReasons } from '../../streaming/finish-reason';
+import { renameChoicesReasoning } from '../../streaming/reasoning-field';
 import { isPassthroughChunk } from '../../streaming/passthrough';
 import { SseParser } from '../../streaming/sse-parser';
 import { EngineHttpError, engineRefusal, flattenEngineError } from '../engine-error';
@@ -83,7 +84,8 @@ export class OpenAICompatibleEngine implements Engine {
         throw badEngineResponse(this.modelId);
       }
       const reasonsChanged = normaliseFinishReasons(completion.choices);
-      if (completion.model === this.modelId && !reasonsChanged) return { completion, raw };
+      const reasoningRenamed = renameChoicesReasoning(completion.choices);
+      if (completion.model === this.modelId && !reasonsChanged && !reasoningRenamed) return { completion, raw };
       completion.model = this.modelId;
       return { completion };
     } catch (err) {
