@@ -57,7 +57,7 @@ describe('toClientEngineError', () => {
 
   it('maps a non-error status to 502 and leaves unparseable JSON alone', () => {
     expect(answer(302, 'application/json', '{oops').status).toBe(502);
-    expect(String(answer(400, 'application/json', '{oops').body)).toBe('{oops');
+    expect(String(answer(500, 'application/json', '{oops').body)).toBe('{oops');
   });
 });
 
@@ -87,6 +87,76 @@ describe('engineRefusal', () => {
     });
     const text = engineRefusal('a/b', 422, 'text/plain', Buffer.from('Inference error: x'), null) as EngineHttpError;
     expect([text.status, String(text.body)]).toEqual([400, 'Inference error: x']);
+  });
+
+  describe("puts a refusal in neither of the spec's 400 shapes in the flat one, with the engine's reason", () => {
+    const flat = (status: number, contentType: string, body: string) => {
+      const err = engineRefusal('a/b', status, contentType, Buffer.from(body), null) as EngineHttpError;
+      expect([err.status, err.contentType]).toEqual([400, 'application/json']);
+      return JSON.parse(String(err.body)) as Record<string, unknown>;
+    };
+
+    it.each([
+      [
+        "TGI's 400",
+        400,
+        '{"error":"Input validation error: `temperature` must be strictly positive","error_type":"validation"}',
+        'Input validation error: `temperature` must be strictly positive',
+        null,
+      ],
+      [
+        "TGI's 422",
+        422,
+        '{"error":"Input validation error: top_n_tokens","error_type":"validation"}',
+        'Input validation error: top_n_tokens',
+        null,
+      ],
+      ["FastAPI's 400", 400, '{"detail":"Invalid parameter"}', 'Invalid parameter', null],
+      [
+        "pydantic's 422",
+        422,
+        '{"detail":[{"type":"less_than_equal","loc":["body","temperature"],"msg":"Input should be less than or equal to 2","input":9}]}',
+        'temperature: Input should be less than or equal to 2',
+        'temperature',
+      ],
+      ['a message field', 400, '{"message":"bad top_k"}', 'bad top_k', null],
+      [
+        'a flat shape with a string code',
+        400,
+        '{"object":"error","message":"m","type":"T","param":null,"code":"bad"}',
+        'm',
+        null,
+      ],
+    ])('%s', (_name, status, body, message, param) => {
+      expect(flat(status, 'application/json', body)).toEqual({
+        object: 'error',
+        message,
+        type: expect.any(String),
+        param,
+        code: 400,
+      });
+    });
+
+    it('an HTML page of a proxy, an empty or unparseable JSON body: a message naming the status', () => {
+      for (const [type, body] of [
+        ['text/html', '<html><body><h1>400 Bad Request</h1></body></html>'],
+        ['application/json', '{oops'],
+        ['application/json', '[]'],
+        ['application/json', '{}'],
+      ] as const) {
+        expect(flat(400, type, body)).toMatchObject({
+          message: 'The engine refused the request (400) without a readable reason.',
+          type: 'BadRequestError',
+          code: 400,
+        });
+      }
+    });
+
+    it('cuts a long message', () => {
+      expect(String(flat(400, 'application/json', JSON.stringify({ error: 'x'.repeat(5000) })).message)).toHaveLength(
+        2001,
+      );
+    });
   });
 
   it('makes a 429 a provider_overloaded with the wait asked, the default, or the cap', () => {

@@ -45,8 +45,8 @@ export function engineRefusal(
   body: Buffer,
   retryAfterMs: number | null,
 ): EngineHttpError | ServiceError {
-  if (status === 400 || (status >= 500 && status <= 599)) return new EngineHttpError(status, contentType, body);
-  if (status === 422) return new EngineHttpError(400, contentType, asValidationBody(contentType, body));
+  if (status === 400 || status === 422) return parameterRefusal(status, contentType, body);
+  if (status >= 500 && status <= 599) return new EngineHttpError(status, contentType, body);
   if (status === 413) return engineRequestTooLarge(modelId);
   if (status === 429) {
     const wait = Math.min(retryAfterMs ?? ENGINE_RETRY_AFTER_DEFAULT_MS, ENGINE_RETRY_AFTER_MAX_MS);
@@ -55,18 +55,93 @@ export function engineRefusal(
   return engineRefused(modelId, status);
 }
 
-/** A 422 body as a 400's: JSON in the flat shape with code 400; anything else unchanged. */
-function asValidationBody(contentType: string, body: Buffer): Buffer {
-  if (!contentType.includes('json')) return body;
+/**
+ * A parameter refusal (an engine's 400 or 422) in one of the spec's two 400 shapes: the flat JSON
+ * and `text/plain` bodies of a 400 byte for byte (a nested `{"error":{…}}` is flattened when sent,
+ * see toClientEngineError); anything else in the flat shape with code 400, its message read from
+ * what the engine said: TGI's `{"error":"…","error_type":…}`, FastAPI's `{"detail":"…"}` and the
+ * `{"detail":[{loc,msg}]}` of its 422s (whose `loc` names the parameter), a `{"message":…}`. A
+ * body that says nothing readable (an HTML page of a proxy in front of the engine, JSON that
+ * does not parse) gets a message naming the status.
+ */
+function parameterRefusal(status: number, contentType: string, body: Buffer): EngineHttpError {
+  const type = contentType.toLowerCase();
+  if (!type.includes('json')) {
+    if (type.startsWith('text/plain')) return new EngineHttpError(400, contentType, body);
+    return flatRefusal({ message: refusedWithout(status) });
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch {
-    return body;
+    return flatRefusal({ message: refusedWithout(status) });
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return body;
-  const error = isNested(parsed) ? parsed.error : (parsed as NestedEngineError['error']);
-  return Buffer.from(JSON.stringify({ ...flattenEngineError(error, 400), code: 400 }));
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    return flatRefusal({ message: refusedWithout(status) });
+  }
+  if (status === 400 && (isNested(parsed) || isFlat(parsed))) return new EngineHttpError(400, contentType, body);
+  if (isNested(parsed) || isFlat(parsed)) {
+    const error = isNested(parsed) ? parsed.error : parsed;
+    const { message, type, param } = flattenEngineError(error, 400);
+    return flatRefusal({ message, type, param });
+  }
+  return flatRefusal(foreignRefusal(parsed as Record<string, unknown>, status));
+}
+
+/** The longest engine message relayed from a foreign shape, characters. */
+const MAX_FOREIGN_MESSAGE = 2000;
+
+function flatRefusal(fields: { message: string; type?: string; param?: string | null }): EngineHttpError {
+  const flat = {
+    object: 'error',
+    message: fields.message,
+    type: fields.type ?? 'BadRequestError',
+    param: fields.param ?? null,
+    code: 400,
+  };
+  return new EngineHttpError(400, 'application/json', Buffer.from(JSON.stringify(flat)));
+}
+
+function refusedWithout(status: number): string {
+  return `The engine refused the request (${status}) without a readable reason.`;
+}
+
+/** Message and parameter of the error shapes of TGI, FastAPI and other servers. */
+function foreignRefusal(body: Record<string, unknown>, status: number): { message: string; param: string | null } {
+  const { error, message, detail } = body;
+  if (typeof error === 'string' && error) return { message: clip(error), param: null };
+  if (typeof message === 'string' && message) return { message: clip(message), param: null };
+  if (typeof detail === 'string' && detail) return { message: clip(detail), param: null };
+  if (Array.isArray(detail)) {
+    const items = detail.filter((item): item is { loc?: unknown; msg?: unknown } => !!item && typeof item === 'object');
+    const described = items
+      .filter((item) => typeof item.msg === 'string')
+      .slice(0, 5)
+      .map((item) => {
+        const where = locationOf(item.loc);
+        return where ? `${where}: ${item.msg as string}` : (item.msg as string);
+      });
+    if (described.length > 0) return { message: clip(described.join('; ')), param: parameterOf(items[0]?.loc) };
+  }
+  return { message: refusedWithout(status), param: null };
+}
+
+/** FastAPI's `loc` without its leading `body`: ["body","messages",0,"content"] → messages.0.content. */
+function locationOf(loc: unknown): string | null {
+  if (!Array.isArray(loc)) return null;
+  const parts = loc.filter((part) => typeof part === 'string' || typeof part === 'number').map(String);
+  if (parts[0] === 'body') parts.shift();
+  return parts.length > 0 ? parts.join('.') : null;
+}
+
+/** The request field a `loc` names (its first part after `body`), as the spec's `param`. */
+function parameterOf(loc: unknown): string | null {
+  const where = locationOf(loc);
+  return where ? (where.split('.')[0] ?? null) : null;
+}
+
+function clip(text: string): string {
+  return text.length > MAX_FOREIGN_MESSAGE ? `${text.slice(0, MAX_FOREIGN_MESSAGE)}…` : text;
 }
 
 /**
@@ -146,6 +221,12 @@ const ERROR_TYPES: Record<number, string> = {
   422: 'UnprocessableEntityError',
   429: 'RateLimitError',
 };
+
+/** The spec's flat EngineErrorResponse: `object` "error", a message and an integer code. */
+function isFlat(value: object): value is NestedEngineError['error'] {
+  const flat = value as { object?: unknown; message?: unknown; code?: unknown };
+  return flat.object === 'error' && typeof flat.message === 'string' && Number.isInteger(flat.code);
+}
 
 function isNested(value: unknown): value is NestedEngineError {
   if (typeof value !== 'object' || value === null || !('error' in value)) return false;

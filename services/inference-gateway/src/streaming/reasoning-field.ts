@@ -16,8 +16,10 @@ interface WithReasoning {
  * holds text (an engine sending both, as vLLM did while renaming, sends the same text twice);
  * true when the object changed (the engine's own text of it can then no longer be sent).
  */
-export function renameReasoning(part: WithReasoning | null | undefined): boolean {
-  if (typeof part !== 'object' || part === null || typeof part.reasoning !== 'string') return false;
+export function renameReasoning(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const part = value as WithReasoning;
+  if (typeof part.reasoning !== 'string') return false;
   if (typeof part.reasoning_content !== 'string' || part.reasoning_content === '') {
     part.reasoning_content = part.reasoning;
   }
@@ -26,13 +28,12 @@ export function renameReasoning(part: WithReasoning | null | undefined): boolean
 }
 
 /** renameReasoning on the message or delta of every choice; true when one changed. */
-export function renameChoicesReasoning(
-  choices: ReadonlyArray<{ message?: WithReasoning | null; delta?: WithReasoning | null }>,
-): boolean {
+export function renameChoicesReasoning(choices: readonly unknown[]): boolean {
   let changed = false;
   for (const choice of choices) {
     if (typeof choice !== 'object' || choice === null) continue;
-    if (renameReasoning(choice.message) || renameReasoning(choice.delta)) changed = true;
+    const { message, delta } = choice as { message?: unknown; delta?: unknown };
+    if (renameReasoning(message) || renameReasoning(delta)) changed = true;
   }
   return changed;
 }
