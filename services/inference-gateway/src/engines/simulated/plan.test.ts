@@ -94,6 +94,29 @@ describe('simulated completion plan', () => {
     expect(JSON.parse(args)).toEqual({ city: expect.any(String) });
   });
 
+  it("answers in text once the named tool's result follows the user's message, so an agent loop ends", () => {
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }];
+    const asked = { role: 'user', content: 'What does get_weather say for Paris?' };
+    const called = {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{}' } }],
+    };
+    const result = { role: 'tool', content: '18 C', tool_call_id: 'call_1' };
+    const plan = (messages: unknown[], extra = {}) =>
+      planCompletion({ ...base, tools, messages, ...extra } as never, options).choices[0]!;
+    expect(plan([asked]).toolCall?.name).toBe('get_weather');
+    const answer = plan([asked, called, result]);
+    expect(answer.toolCall).toBeNull();
+    expect(answer.finishReason).toBe('stop');
+    // A new question names the tool again: a new call.
+    expect(
+      plan([asked, called, result, { role: 'user', content: 'And get_weather for Rome?' }]).toolCall,
+    ).not.toBeNull();
+    // Required stays required.
+    expect(plan([asked, called, result], { tool_choice: 'required' }).toolCall).not.toBeNull();
+  });
+
   it('gives logprobs with top_logprobs alternatives', () => {
     const plan = planCompletion({ ...base, logprobs: true, top_logprobs: 2, max_tokens: 4 }, options);
     const logprobs = plan.choices[0]!.logprobs!;

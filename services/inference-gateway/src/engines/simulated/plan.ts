@@ -210,7 +210,11 @@ interface ToolDefinition {
   parameters: unknown;
 }
 
-/** A tool call is made when one is required, forced by name, or named in the last user message. */
+/**
+ * A tool call is made when one is required, forced by name, or named in the last user message and
+ * not yet answered: once a tool's result follows that message, the model answers in text, as a
+ * real one does (an agent loop such as the SDK's `runTools()` would otherwise never end).
+ */
 function chooseTool(request: CreateChatCompletionRequest): ToolDefinition | null {
   const tools = (request.tools ?? []).map(toolDefinition).filter((tool): tool is ToolDefinition => tool !== null);
   if (tools.length === 0) return null;
@@ -220,8 +224,15 @@ function chooseTool(request: CreateChatCompletionRequest): ToolDefinition | null
     const name = (choice as { function?: { name?: unknown } }).function?.name;
     return tools.find((tool) => tool.name === name) ?? null;
   }
-  const lastUser = [...request.messages].reverse().find((message) => message.role === 'user');
-  const text = typeof lastUser?.content === 'string' ? lastUser.content.toLowerCase() : '';
+  const messages = request.messages;
+  let lastUser = messages.length - 1;
+  while (lastUser >= 0 && messages[lastUser]?.role !== 'user') lastUser--;
+  const answered = messages
+    .slice(lastUser + 1)
+    .some((message) => message.role === 'tool' || message.role === 'function');
+  if (answered && choice !== 'required') return null;
+  const content = messages[lastUser]?.content;
+  const text = typeof content === 'string' ? content.toLowerCase() : '';
   const named = tools.find((tool) => text.includes(tool.name.toLowerCase()));
   if (named) return named;
   return choice === 'required' ? (tools[0] as ToolDefinition) : null;
