@@ -3,13 +3,23 @@ import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { once } from 'node:events';
 import { rawExchange } from './testing/raw-http';
-import { createHttpServer, DEFAULT_HTTP_LIMITS, listenServer, type HttpLimits } from './http-server';
+import {
+  createHttpServer,
+  DEFAULT_HTTP_LIMITS,
+  listenServer,
+  MAX_PIPELINED_REQUESTS,
+  type HttpLimits,
+} from './http-server';
 import { readJsonBody } from './json-body';
+
+/** Requests the handler was given, by path. */
+const served = new Map<string, number>();
 
 /** A server that echoes the parsed body, with the given limits. */
 async function start(limits: Partial<HttpLimits>): Promise<{ server: Server; port: number }> {
   const server = createHttpServer(
     (req, res) => {
+      served.set(req.url ?? '', (served.get(req.url ?? '') ?? 0) + 1);
       if (req.url === '/now') {
         // Answered in the request's own turn, before the parser reads what follows it.
         req.resume();
@@ -34,7 +44,7 @@ async function start(limits: Partial<HttpLimits>): Promise<{ server: Server; por
       }
       readJsonBody(req, { maxBytes: 1 << 20, maxDepth: 16 }).then(
         async (body) => {
-          if (req.url === '/slow') await new Promise((r) => setTimeout(r, 150));
+          if (req.url?.startsWith('/slow')) await new Promise((r) => setTimeout(r, 150));
           res.end(JSON.stringify({ body: body ?? null }));
         },
         () => {
@@ -75,6 +85,21 @@ describe('createHttpServer', () => {
   it('answers a normal request', async () => {
     const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: '{"a":1}' });
     expect(await res.json()).toEqual({ body: { a: 1 } });
+  });
+
+  it(`serves ${MAX_PIPELINED_REQUESTS} pipelined requests in order, and cuts off a client that pipelines more`, async () => {
+    const request = (path: string, n: number) =>
+      `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: ${`{"n":${n}}`.length}\r\n\r\n{"n":${n}}`;
+    const within = Array.from({ length: MAX_PIPELINED_REQUESTS }, (_, n) => request('/slow?within', n)).join('');
+    const answered = await rawExchange(port, [within]);
+    const bodies = answered.text.match(/\{"body":\{"n":\d+\}\}/g) ?? [];
+    expect(bodies).toEqual(Array.from({ length: MAX_PIPELINED_REQUESTS }, (_, n) => `{"body":{"n":${n}}}`));
+    // 2,000 requests in one write (a client that never reads its answers): the handler gets no
+    // more than the bound, and the connection is closed.
+    const flood = Array.from({ length: 2000 }, (_, n) => request('/slow?flood', n)).join('');
+    const cut = await rawExchange(port, [flood]);
+    expect(served.get('/slow?flood')).toBeLessThanOrEqual(MAX_PIPELINED_REQUESTS);
+    expect(cut.ended).not.toBe('timeout');
   });
 
   it('a head larger than maxHeaderBytes gets 431 in the error envelope and a close', async () => {

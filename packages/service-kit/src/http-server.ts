@@ -52,11 +52,54 @@ export interface HttpServerOptions {
 const TIMEOUT_CHECK_INTERVAL_MS = 1000;
 
 /**
+ * Requests one connection may have waiting for their answers: a client that pipelines more is
+ * cut off. Node serves every request of a read before it looks at whether the client reads its
+ * answers, so one read of 2,000 pipelined `GET /metrics` (68 KB) made 2,000 answers of 100 KB
+ * each, held in memory for a client that never read them (700 MiB, seconds of stalled event
+ * loop). Browsers and HTTP clients do not pipeline; those that do keep far fewer in flight.
+ */
+export const MAX_PIPELINED_REQUESTS = 16;
+
+/** Requests of a connection not answered yet (see MAX_PIPELINED_REQUESTS). */
+const PENDING = Symbol('pending requests');
+
+interface CountedSocket extends Duplex {
+  [PENDING]?: number;
+}
+
+/**
+ * The handler, for requests of connections within MAX_PIPELINED_REQUESTS; a connection past it
+ * is destroyed, and the requests Node still parses from the bytes it had read are not served.
+ */
+function boundedPipelining(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  return (req, res) => {
+    const socket = req.socket as CountedSocket;
+    if (socket.destroyed) return;
+    const pending = (socket[PENDING] ?? 0) + 1;
+    if (pending > MAX_PIPELINED_REQUESTS) {
+      socket.destroy();
+      return;
+    }
+    socket[PENDING] = pending;
+    res.once('close', answered);
+    handler(req, res);
+  };
+}
+
+function answered(this: ServerResponse): void {
+  const socket = this.req.socket as CountedSocket;
+  socket[PENDING] = (socket[PENDING] ?? 1) - 1;
+}
+
+/**
  * An HTTP server with the limits applied and an answer for what Node would otherwise drop
  * silently or answer without a body: a request it cannot parse (400), a head too large (431),
  * a head or body too slow (408), CONNECT and Upgrade requests (405/400), an `Expect` other than
  * 100-continue (417), a request without Host (served). Each answer is the
- * services' error envelope, then the connection closes.
+ * services' error envelope, then the connection closes. A connection with more than
+ * MAX_PIPELINED_REQUESTS requests waiting for their answers is closed.
  */
 export function createHttpServer(
   handler: (req: IncomingMessage, res: ServerResponse) => void,
@@ -77,7 +120,7 @@ export function createHttpServer(
       // (nothing here routes by host).
       requireHostHeader: false,
     },
-    handler,
+    boundedPipelining(handler),
   );
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
   server.maxHeadersCount = limits.maxHeadersCount;
