@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createHttpServer, DEFAULT_HTTP_LIMITS, type HttpLimits } from '@tollway/service-kit';
 import { Counter, Gauge, Registry } from 'prom-client';
 
 /** A process's metrics: its registry, or null when metrics are turned off (`METRICS_ENABLED=false`). */
@@ -80,17 +81,25 @@ export function isMetricsRequest(req: IncomingMessage): boolean {
 
 /**
  * A listener of its own serving only `GET /metrics` (404 otherwise), for `METRICS_PORT`: keeps the
- * metrics off a public listener, and gives workers, which serve no other HTTP, an endpoint.
+ * metrics off a public listener, and gives workers, which serve no other HTTP, an endpoint. It
+ * has the connection limits and error answers of the main listener (createHttpServer): the
+ * process's HTTP_* settings where it has them, else their defaults.
  */
-export function startMetricsServer(registry: Registry, port: number, host: string): Promise<Server> {
-  const server = createServer((req, res) => {
+export function startMetricsServer(
+  registry: Registry,
+  port: number,
+  host: string,
+  limits: HttpLimits = DEFAULT_HTTP_LIMITS,
+): Promise<Server> {
+  const server = createHttpServer((req, res) => {
     if (isMetricsRequest(req)) {
       void writeMetrics(registry, res);
       return;
     }
+    req.resume();
     res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
     res.end('not found: this listener serves GET /metrics only\n');
-  });
+  }, limits);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

@@ -113,7 +113,7 @@ async function main(): Promise<void> {
   const reaper = worker ? null : startTurnReaper(workerConfig, { redis, store, logger, metrics: workerMetrics });
   const metricsServer =
     registry && config.metricsPort !== undefined
-      ? await startMetricsServer(registry, config.metricsPort, config.metricsHost)
+      ? await startMetricsServer(registry, config.metricsPort, config.metricsHost, config)
       : null;
   // A deep backlog: thousands of long-poll clients connecting at once would otherwise overflow the
   // accept queue, and each dropped SYN costs its client a retransmission of a second or more.

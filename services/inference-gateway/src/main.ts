@@ -45,7 +45,7 @@ async function main(): Promise<void> {
   });
   const metricsServer =
     telemetry.metrics && config.metricsPort !== undefined
-      ? await startMetricsServer(telemetry.metrics.registry, config.metricsPort, config.metricsHost)
+      ? await startMetricsServer(telemetry.metrics.registry, config.metricsPort, config.metricsHost, config)
       : null;
   // Connection limits and timeouts come from the config (see buildApp / createHttpServer).
   const server = await listen(app, config.port, config.host);

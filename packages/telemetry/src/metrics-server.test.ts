@@ -1,0 +1,53 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DEFAULT_HTTP_LIMITS } from '@tollway/service-kit';
+import { rawExchange } from '@tollway/service-kit/testing';
+import { createMetricsRegistry, startMetricsServer } from './metrics-registry';
+
+// The METRICS_PORT listener has the main listener's limits and answers: it used to be a bare
+// node:http server that kept every idle or half-sent connection and answered bad bytes with an
+// empty 400.
+let server: Server;
+let port: number;
+
+beforeAll(async () => {
+  server = await startMetricsServer(createMetricsRegistry('test'), 0, '127.0.0.1', {
+    ...DEFAULT_HTTP_LIMITS,
+    headersTimeoutMs: 300,
+    requestTimeoutMs: 600,
+  });
+  port = (server.address() as AddressInfo).port;
+});
+
+afterAll(() => {
+  server.closeAllConnections();
+  server.close();
+});
+
+describe('startMetricsServer', () => {
+  it('serves GET /metrics and 404 elsewhere', async () => {
+    const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toContain('service="test"');
+    expect((await fetch(`http://127.0.0.1:${port}/other`, { method: 'POST', body: 'x' })).status).toBe(404);
+  });
+
+  it('answers a head sent too slowly with 408 and closes, as the main listener does', async () => {
+    const exchange = await rawExchange(port, ['GET /metrics HTTP/1.1\r\nHost: x\r\n'], { waitMs: 3000 });
+    expect(exchange.status).toBe(408);
+    expect(exchange.ended).toBe('closed');
+  });
+
+  it('answers bytes that are not HTTP with 400 in the error envelope', async () => {
+    const exchange = await rawExchange(port, ['NOT HTTP\r\n\r\n']);
+    expect(exchange.status).toBe(400);
+    expect(JSON.parse(exchange.body)).toMatchObject({ error: { code: 'bad_request' } });
+  });
+
+  it('cuts off a client that pipelines scrapes it does not read', async () => {
+    const flood = 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(2000);
+    const exchange = await rawExchange(port, [flood]);
+    expect(exchange.ended).toBe('closed');
+    expect((exchange.text.match(/HTTP\/1\.1 200/g) ?? []).length).toBeLessThanOrEqual(16);
+  });
+});
