@@ -117,6 +117,35 @@ describe('simulated completion plan', () => {
     expect(plan([asked, called, result], { tool_choice: 'required' }).toolCall).not.toBeNull();
   });
 
+  // A guard against a stall, not a benchmark: unbounded, these took 4.9 s and 20 s of one core.
+  it.each([
+    ['arrays nested six deep around 5000 properties', 'nested'],
+    ['a property name of 100 000 letters', 'long'],
+  ])('samples a schema of %s within its budget, in well under a second', (_name, kind) => {
+    const properties: Record<string, unknown> = {};
+    for (let i = 0; i < 5000; i++) properties[`p${i}`] = { type: 'string' };
+    let schema: unknown = { type: 'object', properties };
+    for (let depth = 0; depth < 6; depth++) schema = { type: 'array', items: schema };
+    if (kind === 'long') schema = { type: 'object', properties: { ['x'.repeat(100_000)]: { type: 'string' } } };
+    const started = performance.now();
+    const answer = planCompletion(
+      {
+        ...base,
+        max_tokens: 20,
+        n: 4,
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
+        tools: [{ type: 'function', function: { name: 'f', parameters: schema } }],
+        tool_choice: 'required',
+      } as never,
+      options,
+    );
+    expect(performance.now() - started).toBeLessThan(1000);
+    for (const choice of answer.choices) {
+      expect(choice.toolCall!.argumentPieces.length).toBeLessThanOrEqual(20);
+      expect(choice.finishReason).toBe('length');
+    }
+  });
+
   it('gives logprobs with top_logprobs alternatives', () => {
     const plan = planCompletion({ ...base, logprobs: true, top_logprobs: 2, max_tokens: 4 }, options);
     const logprobs = plan.choices[0]!.logprobs!;

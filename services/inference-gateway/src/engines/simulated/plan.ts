@@ -112,8 +112,9 @@ function planChoice(
   }
   const tool = chooseTool(request);
   if (tool) {
-    const args = JSON.stringify(sampleSchema(tool.parameters, rng, 0) ?? {});
-    const pieces = tokenPieces(args);
+    const args = JSON.stringify(sampleSchema(tool.parameters, rng, 0, { nodes: sampleNodes(budget) }) ?? {});
+    // One piece past the budget tells a cut answer from a whole one.
+    const pieces = tokenPieces(args, budget + 1);
     const cut = pieces.length > budget;
     const toolCall: PlannedToolCall = {
       id: `call_${hex(rng)}${hex(rng)}`,
@@ -124,7 +125,9 @@ function planChoice(
   }
   const format = request.response_format?.type;
   const wantsJson = format === 'json_object' || format === 'json_schema';
-  const natural = wantsJson ? tokenPieces(JSON.stringify(jsonAnswer(request, rng))) : sentence(rng);
+  const natural = wantsJson
+    ? tokenPieces(JSON.stringify(jsonAnswer(request, rng, sampleNodes(budget))), budget + 1)
+    : sentence(rng);
   // Like vLLM's ignore_eos: keep writing sentences until max_tokens (for load tests).
   while (options.ignoreEos && !wantsJson && natural.length < budget)
     natural.push(...sentence(rng).map((p, i) => (i === 0 ? ` ${p}` : p)));
@@ -243,27 +246,45 @@ function toolDefinition(tool: Record<string, unknown>): ToolDefinition | null {
   return fn && typeof fn.name === 'string' ? { name: fn.name, parameters: fn.parameters } : null;
 }
 
-function jsonAnswer(request: CreateChatCompletionRequest, rng: () => number): unknown {
+function jsonAnswer(request: CreateChatCompletionRequest, rng: () => number, nodes: number): unknown {
   const format = request.response_format as { json_schema?: { schema?: unknown } } | undefined;
   const schema = format?.json_schema?.schema;
-  if (schema) return sampleSchema(schema, rng, 0);
+  if (schema) return sampleSchema(schema, rng, 0, { nodes });
   return { answer: sentence(rng).join('').trim() };
 }
 
-/** A value that fits a JSON schema's types (object, array, string, number, integer, boolean, enum). */
-function sampleSchema(schema: unknown, rng: () => number, depth: number): unknown {
-  if (!schema || typeof schema !== 'object' || depth > 6) return pick(rng).trim();
+/**
+ * Values a sample may hold for an answer of `budget` tokens: each is at least a token of JSON, so
+ * more would only be cut. A schema of arrays nested six deep around many properties doubles at
+ * every level: unbounded, a 129 KB request held the gateway's event loop for 8 s.
+ */
+function sampleNodes(budget: number): number {
+  return Math.min(budget, 4096) + 8;
+}
+
+/**
+ * A value that fits a JSON schema's types (object, array, string, number, integer, boolean,
+ * enum), of at most `left.nodes` values: once they are used up, objects and arrays stop growing.
+ */
+function sampleSchema(schema: unknown, rng: () => number, depth: number, left: { nodes: number }): unknown {
+  left.nodes--;
+  if (!schema || typeof schema !== 'object' || depth > 6 || left.nodes <= 0) return pick(rng).trim();
   const s = schema as { type?: unknown; properties?: Record<string, unknown>; items?: unknown; enum?: unknown[] };
   if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[Math.floor(rng() * s.enum.length)];
   const type = Array.isArray(s.type) ? s.type[0] : s.type;
   switch (type) {
     case 'object': {
       const out: Record<string, unknown> = {};
-      for (const [key, value] of Object.entries(s.properties ?? {})) out[key] = sampleSchema(value, rng, depth + 1);
+      for (const [key, value] of Object.entries(s.properties ?? {})) {
+        if (left.nodes <= 0) break;
+        out[key] = sampleSchema(value, rng, depth + 1, left);
+      }
       return out;
     }
     case 'array':
-      return [sampleSchema(s.items, rng, depth + 1), sampleSchema(s.items, rng, depth + 1)];
+      return left.nodes > 1
+        ? [sampleSchema(s.items, rng, depth + 1, left), sampleSchema(s.items, rng, depth + 1, left)]
+        : [sampleSchema(s.items, rng, depth + 1, left)];
     case 'integer':
       return Math.floor(rng() * 100);
     case 'number':
@@ -273,7 +294,7 @@ function sampleSchema(schema: unknown, rng: () => number, depth: number): unknow
     case 'null':
       return null;
     default:
-      return s.properties ? sampleSchema({ ...s, type: 'object' }, rng, depth) : pick(rng).trim();
+      return s.properties ? sampleSchema({ ...s, type: 'object' }, rng, depth, left) : pick(rng).trim();
   }
 }
 
@@ -291,9 +312,27 @@ function tokenLogprob(piece: string, top: number, rng: () => number): TokenLogpr
   return { token: piece, logprob, bytes: [...Buffer.from(piece)], top_logprobs: alternatives.slice(0, top) };
 }
 
-/** Cuts text into pieces of one token each. */
-function tokenPieces(text: string): string[] {
-  return encode(text).map((token) => decode([token]));
+/** BPE's slice of a text: its cost grows with the square of a run's length (see tokenizer/count-tokens.ts). */
+const PIECE_SLICE_CHARS = 128;
+
+/**
+ * Cuts text into pieces of one token each, at most `limit`. BPE sees slices of at most 128
+ * characters (cut between code points): a schema's property name of 100 K letters would hold the
+ * event loop for seconds in one go, and a simulation's answer loses nothing that matters.
+ */
+function tokenPieces(text: string, limit: number): string[] {
+  const pieces: string[] = [];
+  for (let from = 0; from < text.length && pieces.length < limit;) {
+    let to = Math.min(from + PIECE_SLICE_CHARS, text.length);
+    const last = text.charCodeAt(to - 1);
+    if (to < text.length && last >= 0xd800 && last <= 0xdbff) to--;
+    for (const token of encode(text.slice(from, to))) {
+      pieces.push(decode([token]));
+      if (pieces.length >= limit) break;
+    }
+    from = to;
+  }
+  return pieces;
 }
 
 function pick(rng: () => number): string {
