@@ -93,9 +93,14 @@ export function buildApp(deps: AppDeps): Express {
   app.use(requestTelemetry({ tracer: deps.tracer ?? null, accessLog: deps.accessLog ?? null }));
   app.use(allowedMethods(OPEN_PATHS));
   app.use(healthRouter(deps));
-  // Any content type is read as JSON so a non-JSON body is a clear 400, never silently ignored.
-  app.use(jsonBody({ maxBytes: deps.maxBodyBytes, maxDepth: deps.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH }));
+  // The key first: a body is inflated and parsed for an authenticated caller only (a 31-byte
+  // brotli body inflates to 10 MiB of JSON). Only the session endpoints read one. Any content
+  // type is read as JSON, so a non-JSON body is a clear 400, never silently ignored.
   app.use('/sessions', authenticateOrg(deps.authenticator));
+  app.use(
+    '/sessions',
+    jsonBody({ maxBytes: deps.maxBodyBytes, maxDepth: deps.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH }),
+  );
   app.use(allowedMethods(sessionPaths(deps.allowCustomIds)));
   const routeDeps = {
     ...deps,

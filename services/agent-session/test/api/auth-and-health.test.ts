@@ -1,3 +1,4 @@
+import { brotliCompressSync } from 'node:zlib';
 import { Redis } from 'ioredis';
 import request from 'supertest';
 import {
@@ -55,6 +56,24 @@ describe('inbound auth (on by default)', () => {
       expect(res.headers['www-authenticate']).toBe('Bearer');
     }
     expect((await request(api.app).get('/sessions')).status).toBe(401);
+  });
+
+  it('asks for the key before it reads the body: no inflating or parsing for a caller without one', async () => {
+    // 40 bytes of brotli that inflate to 10 MiB of JSON, and a body that is not JSON at all.
+    const bomb = brotliCompressSync(Buffer.from(`[${'0,'.repeat(5 * 1024 * 1024 - 1)}0]`));
+    const inflated = await request(api.app)
+      .post('/sessions')
+      .set({ 'content-type': 'application/json', 'content-encoding': 'br' })
+      .send(bomb);
+    expect([inflated.status, inflated.body.error.code]).toEqual([401, 'unauthorized']);
+    const garbage = await request(api.app).post('/sessions').set('content-type', 'application/json').send('{not json');
+    expect(garbage.status).toBe(401);
+    // With the key, the same body is read and refused for what it is.
+    const keyed = await request(api.app)
+      .post('/sessions')
+      .set({ ...as(keyA), 'content-type': 'application/json' })
+      .send('{not json');
+    expect([keyed.status, keyed.body.error.code]).toEqual([400, 'invalid_json']);
   });
 
   it("refuses an organization's admin key (it manages the organization; agents run with keys that call models)", async () => {
