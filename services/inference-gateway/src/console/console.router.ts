@@ -86,7 +86,23 @@ export function buildConsoleRouter(options: ConsoleRouterOptions): Router {
   router.get('/index.html', (_req, res, next) => sendIndex(res, next));
   router.use(express.static(dir, { index: false, maxAge: '1h' }));
   router.use((req, _res, next) => next(consoleEndpointNotFound(req.method, req.path)));
+  router.use(staticFileRefusals);
   return router;
+}
+
+/**
+ * The answers of a file request that cannot be served as asked: a range past the end (416, with
+ * the file's size in `content-range`) or a failed `If-Match` / `If-Unmodified-Since` (412). The
+ * static file module reports them as errors with their status; left to the gateway's error
+ * middleware they were 500s. Any other error goes on to it.
+ */
+function staticFileRefusals(err: unknown, _req: Request, res: Response, next: NextFunction): void {
+  const refusal = err as { status?: unknown; headers?: unknown } | null;
+  if (res.headersSent || (refusal?.status !== 412 && refusal?.status !== 416)) return next(err);
+  if (refusal.headers && typeof refusal.headers === 'object') {
+    for (const [name, value] of Object.entries(refusal.headers)) res.setHeader(name, String(value));
+  }
+  res.status(refusal.status).end();
 }
 
 function securityHeaders(_req: Request, res: Response, next: NextFunction): void {

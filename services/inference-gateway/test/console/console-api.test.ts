@@ -74,6 +74,25 @@ describe('static files', () => {
     }
     expect((await request(gateway.baseUrl).get('/console/assets/missing-0000.js')).status).toBe(404);
   });
+
+  it('answer a range past the end with 416 and a failed precondition with 412, not a 500', async () => {
+    const asset = readdirSync(path.join(built.dir, 'assets'))[0]!;
+    for (const file of ['/console/', '/console/index.html', `/console/assets/${asset}`]) {
+      const range = await request(gateway.baseUrl).get(file).set('range', 'bytes=99999999-');
+      expect([file, range.status]).toEqual([file, 416]);
+      expect(range.headers['content-range']).toMatch(/^bytes \*\/\d+$/);
+      for (const [name, value] of [
+        ['if-match', '"nope"'],
+        ['if-unmodified-since', 'Thu, 01 Jan 1970 00:00:00 GMT'],
+      ] as const) {
+        const failed = await request(gateway.baseUrl).get(file).set(name, value);
+        expect([file, name, failed.status]).toEqual([file, name, 412]);
+      }
+      // A range that can be served still is.
+      const part = await request(gateway.baseUrl).get(file).set('range', 'bytes=0-9');
+      expect([file, part.status, part.headers['content-length']]).toEqual([file, 206, '10']);
+    }
+  });
 });
 
 describe('sign-in and the session cookie', () => {
