@@ -99,6 +99,12 @@ describe('gateway hardening', () => {
         { logit_bias: Object.fromEntries(many(301, (i) => [String(i), 1] as const)) },
         'logit_bias',
       ],
+      [
+        // Counted before each entry is checked: 300,000 entries used to be checked one by one first.
+        'logit_bias over 300 entries, one of them over 100',
+        { logit_bias: Object.fromEntries(many(301, (i) => [String(i), i === 0 ? 101 : 1] as const)) },
+        'logit_bias',
+      ],
       ['a logit_bias value over 100', { logit_bias: { '42': 101 } }, 'logit_bias.42'],
       ['stop over 16 entries', { stop: many(17, (i) => `s${i}`) }, 'stop'],
       ['tools over 128', { tools: many(129, (i) => ({ type: 'function', function: { name: `f${i}` } })) }, 'tools'],

@@ -1,4 +1,4 @@
-import { CreateChatCompletionRequest } from '@tollway/contracts';
+import { CreateChatCompletionRequest, WIRE_BOUNDS } from '@tollway/contracts';
 import { formatIssuePath } from '@tollway/service-kit';
 import type { CatalogStore } from '../catalog/catalog-store';
 import { contextLengthOf, type CatalogModel } from '../catalog/catalog.schema';
@@ -25,6 +25,7 @@ export function validateChatRequest(body: unknown, catalog: CatalogStore): Valid
   if (typeof modelField !== 'string') throw new ParameterError("'model' must be a string.", 'model');
   const model = catalog.get(modelField);
   if (!model) throw modelNotFound(modelField);
+  refuseOversizedLogitBias((body as { logit_bias?: unknown }).logit_bias);
   const parsed = CreateChatCompletionRequest.safeParse(body);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -33,6 +34,23 @@ export function validateChatRequest(body: unknown, catalog: CatalogStore): Valid
   }
   checkNarrowing(parsed.data, model);
   return { request: parsed.data, model };
+}
+
+/**
+ * `logit_bias` past its entry bound, refused before the schema, which checks every entry first
+ * and only then counts them: 300,000 entries (3.5 MB) held the event loop 1.3 s. Counting stops
+ * one past the bound.
+ */
+function refuseOversizedLogitBias(bias: unknown): void {
+  if (typeof bias !== 'object' || bias === null || Array.isArray(bias)) return;
+  const max = WIRE_BOUNDS.logit_bias.maxEntries;
+  let entries = 0;
+  for (const key in bias) {
+    if (!Object.hasOwn(bias, key)) continue;
+    if (++entries > max) {
+      throw new ParameterError(`Invalid value for 'logit_bias': at most ${max} entries.`, 'logit_bias');
+    }
+  }
 }
 
 /**
