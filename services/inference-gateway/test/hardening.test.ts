@@ -107,6 +107,16 @@ describe('gateway hardening', () => {
       ],
       ['a logit_bias value over 100', { logit_bias: { '42': 101 } }, 'logit_bias.42'],
       ['stop over 16 entries', { stop: many(17, (i) => `s${i}`) }, 'stop'],
+      [
+        'content parts over 1024',
+        { messages: [hi[0], { role: 'user', content: many(1025, () => ({ type: 'text', text: 'x' })) }] },
+        'messages[1].content',
+      ],
+      [
+        'tool calls over 128',
+        { messages: [{ role: 'assistant', tool_calls: many(129, () => ({ type: 'function' })) }, hi[0]] },
+        'messages[0].tool_calls',
+      ],
       ['tools over 128', { tools: many(129, (i) => ({ type: 'function', function: { name: `f${i}` } })) }, 'tools'],
       [
         'tool schemas over 256 KiB',
