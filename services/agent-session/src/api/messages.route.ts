@@ -53,7 +53,7 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
       // reached Redis: if a worker has taken the turn meanwhile, the compare-and-set finds it no
       // longer running this turn, and the message was accepted after all.
       const ended = await deps.store
-        .finishTurn(sessionId, turnId, { kind: 'error', error: 'The message could not be queued for a worker.' })
+        .finishTurn(sessionId, turnId, { kind: 'error', error: 'The message could not be queued for a worker.' }, 'api')
         .catch(() => 'unknown' as const);
       if (ended !== 'stale') {
         deps.logger.error('turn not queued', { session_id: sessionId, turn_id: turnId, err: (err as Error).message });

@@ -35,6 +35,9 @@ export interface SessionListItem {
 }
 
 /** How a turn ended, as the worker reports it. */
+/** Who ends a turn: its worker, a reaper that found it orphaned, or the API that could not queue it. */
+export type TurnEnder = 'worker' | 'reaper' | 'api';
+
 export type TurnOutcome =
   { kind: 'success'; append: StoredMessage[]; response: ChatMessage } | { kind: 'error'; error: string };
 
@@ -189,16 +192,24 @@ export class SessionStore {
 
   /**
    * What a worker needs to run `turnId`: the history, which ends with the turn's own message.
-   * Null when the session is gone or no longer running this turn (deleted, reaped, superseded).
+   * `{ ended: true }` when the turn was ended already (a reaper ended it, and sent its webhook);
+   * null when the session is gone or runs another turn (deleted, or deleted and made again).
    */
-  async getTurnContext(sessionId: string, turnId: string): Promise<{ history: StoredMessage[] } | null> {
+  async getTurnContext(
+    sessionId: string,
+    turnId: string,
+  ): Promise<{ history: StoredMessage[] } | { ended: true } | null> {
     const results = await this.redis
       .multi()
-      .hmget(this.keys.session(sessionId), 'status', 'turn_id')
+      .hmget(this.keys.session(sessionId), 'status', 'turn_id', 'ended_turn')
       .lrange(this.keys.history(sessionId), 0, -1)
       .exec();
-    const [status, current] = (results?.[0]?.[1] as Array<string | null> | undefined) ?? [];
-    if (status !== 'running' || current !== turnId) return null;
+    const [status, current, endedTurn] = (results?.[0]?.[1] as Array<string | null> | undefined) ?? [];
+    if (status === null || status === undefined) return null;
+    if (status !== 'running' || current !== turnId) {
+      // Ended already (a reaper took it from a worker that stopped) or never this session's turn.
+      return endedTurn?.split(' ')[0] === turnId ? { ended: true } : null;
+    }
     return {
       history: ((results?.[1]?.[1] as string[] | undefined) ?? []).map((item) => JSON.parse(item) as StoredMessage),
     };
@@ -207,8 +218,14 @@ export class SessionStore {
   /**
    * Ends `turnId` compare-and-set (still running this turn): success appends and goes idle, error
    * goes to error and appends nothing. Wakes long-polls on every replica. `stale` = discarded.
+   * `endedBy` is kept with the turn id (see endedBy()).
    */
-  async finishTurn(sessionId: string, turnId: string, outcome: TurnOutcome): Promise<'applied' | 'stale'> {
+  async finishTurn(
+    sessionId: string,
+    turnId: string,
+    outcome: TurnOutcome,
+    endedBy: TurnEnder = 'worker',
+  ): Promise<'applied' | 'stale'> {
     const tail =
       outcome.kind === 'success'
         ? [JSON.stringify(outcome.response), ...outcome.append.map((message) => JSON.stringify(message))]
@@ -222,9 +239,20 @@ export class SessionStore {
         this.keys.running,
         this.keys.errored,
       ],
-      [sessionId, turnId, this.clock(), this.eventsChannel, outcome.kind, ...tail],
+      [sessionId, turnId, this.clock(), this.eventsChannel, endedBy, outcome.kind, ...tail],
     );
     return result as 'applied' | 'stale';
+  }
+
+  /**
+   * Who ended `turnId`, when it is the session's last ended turn; null otherwise (another turn
+   * ended since, or the session is gone). A worker whose finishTurn got no reply asks it.
+   */
+  async endedBy(sessionId: string, turnId: string): Promise<TurnEnder | null> {
+    const ended = await this.redis.hget(this.keys.session(sessionId), 'ended_turn');
+    if (ended === null) return null;
+    const [turn, by] = ended.split(' ');
+    return turn === turnId ? ((by ?? null) as TurnEnder | null) : null;
   }
 
   /**

@@ -60,7 +60,15 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     try {
       // Read while the job may still wait for a free agent process: a running turn's history cannot
       // change (sends are refused), and a deletion aborts `cancel`.
-      const context = await deps.store.getTurnContext(sessionId, turnId);
+      const found = await deps.store.getTurnContext(sessionId, turnId);
+      if (found && 'ended' in found) {
+        // A reaper ended it while this job waited (its worker seemed gone: paused, partitioned)
+        // and sent the turn's webhook: nothing to run, nothing more to tell.
+        logger.info('turn already ended; its job is dropped');
+        trace?.end('cancelled');
+        return;
+      }
+      const context = found;
       if (!context || cancel.aborted) {
         // Deleted before the turn started (a lost turn is reaped, never left for a later start).
         ended('cancelled');
@@ -108,12 +116,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       const end = toTurnOutcome(outcome);
       await lease;
       lease = null;
-      // One pipelined round trip; Redis runs them in order, so the turn is ended before its lease
-      // goes, and a lease already gone means a reaper claimed (and ended) the turn first.
-      const [result, stillLeased] = await Promise.all([
-        deps.store.finishTurn(sessionId, turnId, end),
-        deps.registration.releaseLease(sessionId, turnId),
-      ]);
+      const [result, stillLeased] = await endTurn(deps, sessionId, turnId, end, logger);
       const durationMs = clock() - startedAt;
       const totalTokens = outcome.kind === 'success' ? outcome.totalTokens : 0;
       if (result === 'applied') {
@@ -141,9 +144,64 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     } finally {
       child?.release();
       deps.cancellations.untrack(turnId);
-      if (lease && (await lease)) await deps.registration.releaseLease(sessionId, turnId);
+      if (lease && (await lease)) {
+        await deps.registration.releaseLease(sessionId, turnId).catch((err: unknown) => {
+          // Left to expire: a reaper ends the turn if nothing else did.
+          deps.registration.forgetLease(sessionId, turnId);
+          throw err;
+        });
+      }
     }
   };
+}
+
+/** Waits between tries of ending a turn while Redis does not answer, ms (the last one repeats). */
+const END_RETRY_DELAYS_MS = [100, 250, 500, 1000, 2000];
+/**
+ * How long a worker keeps trying to end a turn whose outcome it has, ms: past any Redis outage a
+ * deployment rides out. Meanwhile its heartbeat keeps the turn's lease, so no reaper takes it
+ * once Redis is back; the answer a turn paid for is not thrown away for an outage.
+ */
+export const END_TURN_RETRY_FOR_MS = 120_000;
+
+/**
+ * Ends the turn and releases its lease in one pipelined round trip: Redis runs them in order, so
+ * the turn is ended before its lease goes, and a lease already gone means a reaper claimed (and
+ * ended) the turn first. Tried again while Redis does not answer. A try whose reply was lost may
+ * have run: a later try then finds the turn ended and the lease gone, and asks the session who
+ * ended the turn, so its own ending is still reported as applied.
+ */
+async function endTurn(
+  deps: AgentTurnProcessorDeps,
+  sessionId: string,
+  turnId: string,
+  end: TurnOutcome,
+  logger: Logger,
+): Promise<['applied' | 'stale', boolean]> {
+  const clock = deps.clock ?? Date.now;
+  const startedAt = clock();
+  let unanswered = false;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const [result, stillLeased] = await Promise.all([
+        deps.store.finishTurn(sessionId, turnId, end),
+        deps.registration.releaseLease(sessionId, turnId),
+      ]);
+      if (result === 'stale' && unanswered && (await deps.store.endedBy(sessionId, turnId)) === 'worker') {
+        return ['applied', false];
+      }
+      return [result, stillLeased];
+    } catch (err) {
+      if (clock() - startedAt >= END_TURN_RETRY_FOR_MS) throw err;
+      unanswered = true;
+      if (attempt === 0) logger.warn('ending the turn failed; trying again', { err: (err as Error).message });
+      await sleep(END_RETRY_DELAYS_MS[Math.min(attempt, END_RETRY_DELAYS_MS.length - 1)] as number);
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function reportCancelled(

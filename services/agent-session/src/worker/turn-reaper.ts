@@ -150,7 +150,7 @@ export class TurnReaper {
   }
 
   private async end(sessionId: string, turnId: string, error: string, job: AgentTurnJob | null): Promise<boolean> {
-    const result = await this.options.store.finishTurn(sessionId, turnId, { kind: 'error', error });
+    const result = await this.options.store.finishTurn(sessionId, turnId, { kind: 'error', error }, 'reaper');
     if (result !== 'applied') return false;
     this.options.onRecovered?.();
     this.options.logger.warn('reaped an orphaned turn', { session_id: sessionId, turn_id: turnId, error });

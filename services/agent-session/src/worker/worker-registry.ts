@@ -205,12 +205,21 @@ export class WorkerRegistration {
     );
   }
 
-  /** Releases a turn's lease; false when a reaper had already claimed it. */
+  /**
+   * Releases a turn's lease; false when a reaper had already claimed it. The heartbeat renews it
+   * until the release is done: a release that failed (Redis unreachable) leaves the lease renewed,
+   * not left to expire and be taken by a reaper while the turn still ends.
+   */
   async releaseLease(sessionId: string, turnId: string): Promise<boolean> {
     const member = leaseMember(sessionId, turnId);
-    this.held.delete(member);
     const removed = await RELEASE_LEASE.run(this.options.redis, [this.keys.leases, this.keys.leaseJobs], [member]);
+    this.held.delete(member);
     return Number(removed) === 1;
+  }
+
+  /** Stops renewing a turn's lease without releasing it (it expires; a reaper takes it). */
+  forgetLease(sessionId: string, turnId: string): void {
+    this.held.delete(leaseMember(sessionId, turnId));
   }
 
   /** Removes the worker from the registry (orderly shutdown); its leases, if any, expire normally. */

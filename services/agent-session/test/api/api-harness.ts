@@ -25,19 +25,25 @@ export interface ApiReplica {
 }
 
 /** Options of startReplica: everything of AppDeps a test may want to change. */
-export type ReplicaOptions = Partial<
-  Pick<
-    AppDeps,
-    | 'authenticator'
-    | 'maxSessions'
-    | 'maxHistoryBytes'
-    | 'allowCustomIds'
-    | 'clock'
-    | 'turnQueue'
-    | 'metricsRegistry'
-    | 'accessLog'
-  >
->;
+export type ReplicaOptions = ReplicaConnection &
+  Partial<
+    Pick<
+      AppDeps,
+      | 'authenticator'
+      | 'maxSessions'
+      | 'maxHistoryBytes'
+      | 'allowCustomIds'
+      | 'clock'
+      | 'turnQueue'
+      | 'metricsRegistry'
+      | 'accessLog'
+    >
+  >;
+
+/** Where a replica's Redis is: the shared one unless told (a private one, for outage tests). */
+interface ReplicaConnection {
+  redisUrl?: string;
+}
 
 /** A unique key prefix for one test file. */
 export function testPrefix(): string {
@@ -47,9 +53,10 @@ export function testPrefix(): string {
 /** Builds one API replica (a process's worth of connections) on `prefix`. */
 export async function startReplica(prefix: string, options: ReplicaOptions = {}): Promise<ApiReplica> {
   const connectionTag = `replica-${randomUUID()}`;
-  const redis = new Redis(REDIS_URL, { connectionName: `${connectionTag}:api` });
-  const subscriber = new Redis(REDIS_URL, { connectionName: `${connectionTag}:events`, maxRetriesPerRequest: null });
-  const queueConnection = new Redis(REDIS_URL, { connectionName: `${connectionTag}:queue` });
+  const url = options.redisUrl ?? REDIS_URL;
+  const redis = new Redis(url, { connectionName: `${connectionTag}:api` });
+  const subscriber = new Redis(url, { connectionName: `${connectionTag}:events`, maxRetriesPerRequest: null });
+  const queueConnection = new Redis(url, { connectionName: `${connectionTag}:queue` });
   const store = new SessionStore({ redis, prefix, clock: options.clock });
   const hub = new SessionEventHub(subscriber, prefix);
   await hub.start();

@@ -9,8 +9,10 @@ import { luaScript } from '@tollway/accounts';
  *
  * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] errored set
  * ARGV[1] session id, ARGV[2] turn id, ARGV[3] now (ms), ARGV[4] events channel,
- * ARGV[5] 'success' | 'error', ARGV[6] response JSON (success) or error message (error),
- * ARGV[7..] messages to append (success), one JSON message each
+ * ARGV[5] who ends it ('worker', 'reaper', 'api'; kept with the turn id in `ended_turn`, so a
+ * worker that lost the reply can tell its own ending from another's),
+ * ARGV[6] 'success' | 'error', ARGV[7] response JSON (success) or error message (error),
+ * ARGV[8..] messages to append (success), one JSON message each
  * returns 'applied', or 'stale' when the session is gone or runs another turn (nothing written)
  */
 export const finishTurnScript = luaScript(
@@ -18,27 +20,28 @@ export const finishTurnScript = luaScript(
 local s = redis.call('HMGET', KEYS[1], 'status', 'turn_id')
 if s[1] ~= 'running' or s[2] ~= ARGV[2] then return 'stale' end
 local status = 'error'
-if ARGV[5] == 'success' then
+if ARGV[6] == 'success' then
   status = 'idle'
   local bytes = 0
-  for i = 7, #ARGV do bytes = bytes + #ARGV[i] end
-  for i = 7, #ARGV, 1000 do
+  for i = 8, #ARGV do bytes = bytes + #ARGV[i] end
+  for i = 8, #ARGV, 1000 do
     redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
   redis.call('HINCRBY', KEYS[1], 'history_bytes', bytes)
-  redis.call('HSET', KEYS[1], 'status', 'idle', 'response', ARGV[6], 'updated_at', ARGV[3])
+  redis.call('HSET', KEYS[1], 'status', 'idle', 'response', ARGV[7], 'updated_at', ARGV[3])
 else
-  redis.call('HSET', KEYS[1], 'status', 'error', 'error', ARGV[6], 'updated_at', ARGV[3])
+  redis.call('HSET', KEYS[1], 'status', 'error', 'error', ARGV[7], 'updated_at', ARGV[3])
   redis.call('SADD', KEYS[5], ARGV[1])
 end
 redis.call('HDEL', KEYS[1], 'turn_id', 'started_at')
+redis.call('HSET', KEYS[1], 'ended_turn', ARGV[2] .. ' ' .. ARGV[5])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 local event = { session_id = ARGV[1], turn_id = ARGV[2], status = status }
 if status == 'idle' then
-  event.response = ARGV[6]
+  event.response = ARGV[7]
 else
-  event.error = ARGV[6]
+  event.error = ARGV[7]
   local kept = redis.call('HGET', KEYS[1], 'response')
   if kept then event.response = kept end
 end

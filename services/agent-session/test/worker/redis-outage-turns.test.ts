@@ -1,0 +1,101 @@
+import request from 'supertest';
+import { startPrivateRedis, type PrivateRedis } from '@tollway/service-kit/testing';
+import type { RunningWorker } from '../../src/worker/start-worker';
+import { WORKER_LOST_ERROR } from '../../src/worker/turn-reaper';
+import { startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
+import {
+  fixtureAgent,
+  sendJson,
+  sleep,
+  startTestServer,
+  startTestWorker,
+  waitFor,
+  type TestServer,
+} from './worker-harness';
+
+/**
+ * Redis goes away while a turn runs and comes back long after the turn's lease would have expired:
+ * the worker keeps the outcome it has, ends the turn once Redis answers, and the reaper, which
+ * waits one lease time after an outage for live workers, leaves the turn to it.
+ */
+const prefix = testPrefix();
+let redis: PrivateRedis;
+let api: ApiReplica;
+let worker: RunningWorker;
+let receiver: TestServer;
+
+beforeAll(async () => {
+  redis = await startPrivateRedis();
+  api = await startReplica(prefix, { redisUrl: redis.url });
+  for (const connection of [api.redis, api.subscriber]) connection.on('error', () => undefined);
+  receiver = await startTestServer((_req, res) => sendJson(res, 200, {}));
+  worker = await startTestWorker(prefix, {
+    REDIS_URL: redis.url,
+    AGENT_MODULE: fixtureAgent('slow'),
+    WORKER_CONCURRENCY: '1',
+    WORKER_LEASE_TTL_MS: '1000',
+    REAPER_INTERVAL_MS: '200',
+  });
+}, 30_000);
+
+afterAll(async () => {
+  await worker.close().catch(() => undefined);
+  await receiver.close();
+  await api.close().catch(() => undefined);
+  await redis.stop();
+});
+
+it('a turn that ends during a Redis outage longer than its lease keeps its answer, with one webhook', async () => {
+  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+  const sent = await request(api.app)
+    .post(`/sessions/${id}/messages`)
+    .send({ content: 'through the outage', user_params: { delay_ms: 2000 }, webhook: { url: `${receiver.url}/hook` } });
+  expect(sent.status).toBe(202);
+  // The turn is leased (an agent process runs it) before Redis goes.
+  await waitFor(async () => (await readLeases()) === 1, 5000);
+  await redis.kill();
+  // The agent answers after 2 s, while Redis is gone: for 10 s, long enough for the worker's
+  // client to give up on the command that ends the turn. The lease (1 s) lapses meanwhile.
+  await sleep(10000);
+  await redis.restart();
+  const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=15`);
+  expect(done.body).toMatchObject({
+    status: 'idle',
+    response: { role: 'assistant', content: 'done: through the outage' },
+    error: null,
+  });
+  await waitFor(() => receiver.received.length > 0, 5000);
+  await sleep(1500); // a second (false) webhook would come within the reaper's passes
+  expect(receiver.received.map((delivery) => (delivery.json as { status?: string }).status)).toEqual(['idle']);
+}, 40_000);
+
+async function readLeases(): Promise<number> {
+  return api.redis.zcard(`${prefix}{workers}:leases`).catch(() => 0);
+}
+
+it('a job whose turn a reaper ended while it waited is dropped: not run, and no second webhook', async () => {
+  await worker.close();
+  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+  const sent = await request(api.app)
+    .post(`/sessions/${id}/messages`)
+    .send({ content: 'reaped while queued', user_params: { delay_ms: 10 }, webhook: { url: `${receiver.url}/late` } });
+  expect(sent.status).toBe(202);
+  // As a reaper does when the worker that fetched the job seems gone (paused, partitioned).
+  const turn = (await api.store.listRunningTurns()).find((running) => running.sessionId === id)!;
+  expect(await api.store.finishTurn(id, turn.turnId, { kind: 'error', error: WORKER_LOST_ERROR }, 'reaper')).toBe(
+    'applied',
+  );
+  worker = await startTestWorker(prefix, { REDIS_URL: redis.url, AGENT_MODULE: fixtureAgent('slow') });
+  await waitFor(async () => (await queueCounts()).waiting === 0, 5000);
+  await sleep(1000);
+  expect(receiver.received.filter((delivery) => delivery.url === '/late')).toEqual([]);
+  expect((await request(api.app).get(`/sessions/${id}`)).body).toMatchObject({
+    status: 'error',
+    error: WORKER_LOST_ERROR,
+  });
+  expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toHaveLength(1);
+}, 30_000);
+
+async function queueCounts(): Promise<{ waiting: number }> {
+  return api.turnQueue.counts();
+}
