@@ -4,6 +4,7 @@
  * start command names a file the package's build emits (dist/x.js ← src/x.ts) and a script of
  * the package runs the same command, and each Dockerfile follows the house rules.
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
@@ -147,6 +148,20 @@ describe.each([...new Set(built.map(([, service]) => dockerfileOf(service)))])('
     expect(text).toContain('pnpm install --frozen-lockfile');
     expect(text).toMatch(/npm i -g pnpm@9/);
     for (const { dir } of workspacePackages) expect(text).toContain(`COPY ${dir}/package.json ${dir}/`);
+  });
+
+  it('copies only what the build context holds: every COPY source is in the repository', () => {
+    // `docker build` stops at a COPY of a missing file (a .npmrc removed from the repository
+    // had left both images unbuildable).
+    const tracked = new Set(execFileSync('git', ['ls-files'], { cwd: ROOT, encoding: 'utf8' }).split('\n'));
+    const copies = [...text.matchAll(/^COPY (?!--from)(.+)$/gm)].map((match) => match[1]!.trim().split(/\s+/));
+    expect(copies.length).toBeGreaterThan(0);
+    for (const parts of copies) {
+      for (const source of parts.slice(0, -1)) {
+        const present = tracked.has(source) || [...tracked].some((file) => file.startsWith(`${source}/`));
+        expect([source, present]).toEqual([source, true]);
+      }
+    }
   });
 
   it('runs as a non-root user and checks /healthz with node', () => {
