@@ -40,6 +40,17 @@ describe('loadConfig', () => {
     );
   });
 
+  it.each([' ', ' 9000', '9000 ', '9000\n', '\t'])(
+    'refuses a value with blanks around it (%j), naming the variable',
+    (value) => {
+      // A number of blanks would coerce to 0: a random port, or no timeout at all.
+      expect(() => loadConfig(schema, sources, { env: { PORT: value }, argv: [] })).toThrow(
+        /PORT \(--port\): must not start or end with blanks/,
+      );
+      expect(() => loadConfig(schema, sources, { env: {}, argv: ['--port', value] })).toThrow(/PORT/);
+    },
+  );
+
   it('refuses unknown options and options without a value', () => {
     expect(() => loadConfig(schema, sources, { env: {}, argv: ['--nope'] })).toThrow(ConfigError);
     expect(() => loadConfig(schema, sources, { env: {}, argv: ['--port'] })).toThrow(/needs a value/);

@@ -31,18 +31,24 @@ export function loadConfig<S extends z.ZodObject>(
   const argv = input.argv ?? process.argv.slice(2);
   const flags = parseFlags(argv, sources as Record<string, ConfigSource>);
   const raw: Record<string, unknown> = {};
+  const problems: string[] = [];
+  const nameOf = (key: string) => {
+    const source = (sources as Record<string, ConfigSource>)[key];
+    return source ? (source.flag ? `${source.env} (--${source.flag})` : source.env) : key;
+  };
   for (const [key, source] of Object.entries(sources as Record<string, ConfigSource>)) {
     const value = source.flag !== undefined && flags.has(source.flag) ? flags.get(source.flag) : env[source.env];
-    if (value !== undefined && value !== '') raw[key] = value;
+    if (value === undefined || value === '') continue;
+    // Blanks are refused, not trimmed: a number of blanks coerces to 0 (a random port, no
+    // timeout), and a token with blanks never matches what an HTTP header carries.
+    if (value.trim() !== value) problems.push(`${nameOf(key)}: must not start or end with blanks`);
+    else raw[key] = value;
   }
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => {
-      const key = String(issue.path[0] ?? '');
-      const source = (sources as Record<string, ConfigSource>)[key];
-      const name = source ? (source.flag ? `${source.env} (--${source.flag})` : source.env) : key;
-      return `${name}: ${issue.message}`;
-    });
+    for (const issue of parsed.error.issues) problems.push(`${nameOf(String(issue.path[0] ?? ''))}: ${issue.message}`);
+  }
+  if (problems.length > 0 || !parsed.success) {
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   }
   return Object.freeze(parsed.data);

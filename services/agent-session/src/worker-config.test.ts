@@ -20,3 +20,19 @@ describe('loadWorkerConfig: durations', () => {
     },
   );
 });
+
+describe('loadWorkerConfig: WEBHOOK_ALLOWED_HOSTS', () => {
+  it('takes host names, addresses and CIDRs', () => {
+    const config = loadWorkerConfig({
+      env: { WEBHOOK_ALLOWED_HOSTS: 'hooks.internal, 10.0.0.0/8,fd00::/8, 127.0.0.1' },
+      argv: [],
+    });
+    expect(config.webhookAllowedHosts).toEqual(['hooks.internal', '10.0.0.0/8', 'fd00::/8', '127.0.0.1']);
+  });
+
+  it.each(['10.0.0.0/99', 'hooks/8', '10.0.0.0/'])('refuses the CIDR %s at start, naming the variable', (entry) => {
+    expect(() => loadWorkerConfig({ env: { WEBHOOK_ALLOWED_HOSTS: `127.0.0.1,${entry}` }, argv: [] })).toThrow(
+      /WEBHOOK_ALLOWED_HOSTS: each CIDR/,
+    );
+  });
+});

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import ipaddr from 'ipaddr.js';
 import { Webhook } from 'standardwebhooks';
 import { durationMs, envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
 import { SHARED_CONFIG_FIELDS, SHARED_CONFIG_SOURCES } from './config';
@@ -12,6 +13,14 @@ const commaList = z
       .map((item) => item.trim())
       .filter((item) => item !== ''),
   );
+
+/** Host names, addresses and CIDRs; a CIDR that does not parse is refused at start, naming the variable. */
+const allowedHosts = commaList.refine(
+  (entries) => entries.every((entry) => !entry.includes('/') || ipaddr.isValidCIDR(entry)),
+  {
+    message: 'each CIDR must be an address and a prefix length that fits it, e.g. 10.0.0.0/8 or fd00::/8',
+  },
+);
 
 const signingSecret = z
   .string()
@@ -54,7 +63,7 @@ const workerSchema = z.object({
   /** Standard Webhooks signing secret (`whsec_…`); deliveries are unsigned when unset. */
   webhookSigningSecret: signingSecret,
   /** Comma-separated host names, addresses and CIDRs webhooks may reach despite being non-public; default none. */
-  webhookAllowedHosts: commaList,
+  webhookAllowedHosts: allowedHosts,
   /** Timeout of one webhook delivery, in ms; default 10 000 (the spec's). */
   webhookTimeoutMs: durationMs(1).default(10_000),
   /** Adds `trace_metrics` to webhook payloads; default false. */
