@@ -28,7 +28,7 @@ const gatewayPort = port('GATEWAY_PORT', 8080);
 const sessionsPort = port('SESSIONS_PORT', 8081);
 const redisUrl = env.REDIS_URL || 'redis://127.0.0.1:6379';
 const stateDir = resolve(ROOT, env.TOLLWAY_STATE_DIR || '.tollway');
-const startTimeoutMs = Number(env.START_TIMEOUT_MS || 60_000);
+const startTimeoutMs = positiveInteger('START_TIMEOUT_MS', 60_000);
 // The gateway drains for up to its SHUTDOWN_GRACE_MS, then charges what it relayed; killing it
 // sooner would cut streams without their closing event and lose their settlement.
 const STOP_WAIT_MS = (Number(env.SHUTDOWN_GRACE_MS) || 30_000) + 5_000;
@@ -37,6 +37,14 @@ const useColor = process.stdout.isTTY && !env.NO_COLOR;
 function fail(message) {
   console.error(`start-platform: ${message}`);
   process.exit(1);
+}
+
+function positiveInteger(name, fallback) {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < 1) fail(`${name} must be a whole number of ms above 0, got "${raw}"`);
+  return value;
 }
 
 function port(name, fallback) {
@@ -61,9 +69,13 @@ function secret(name, file, valid, describe, create) {
     return value;
   }
   const value = create();
-  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-  writeFileSync(path, `${value}\n`, { mode: 0o600 });
-  chmodSync(path, 0o600);
+  try {
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    writeFileSync(path, `${value}\n`, { mode: 0o600 });
+    chmodSync(path, 0o600);
+  } catch (err) {
+    fail(`cannot keep ${describe} in ${path} (TOLLWAY_STATE_DIR): ${err.code ?? err.message}`);
+  }
   return value;
 }
 
@@ -110,11 +122,19 @@ function ensureConsoleBuilt() {
   execFileSync('pnpm', ['--filter', '@tollway/console', 'run', 'build'], { cwd: ROOT, stdio: 'ignore' });
 }
 
-/** Resolves when a TCP connection to Redis opens, rejects after one second otherwise. */
+/**
+ * Resolves when a connection to Redis opens (a redis:// or rediss:// URL, or the path of a unix
+ * socket, as the services take), rejects after one second otherwise.
+ */
 function probeRedis(url) {
-  const { hostname, port: p } = new URL(url);
+  let address;
+  if (url.startsWith('/')) address = { path: url };
+  else {
+    const { hostname, port: p } = new URL(url);
+    address = { host: hostname.replace(/^\[|\]$/g, '') || '127.0.0.1', port: Number(p || 6379) };
+  }
   return new Promise((ok, ko) => {
-    const socket = connect({ host: hostname.replace(/^\[|\]$/g, '') || '127.0.0.1', port: Number(p || 6379) });
+    const socket = connect(address);
     const timer = setTimeout(() => socket.destroy(new Error('timed out')), 1000);
     socket.once('connect', () => {
       clearTimeout(timer);

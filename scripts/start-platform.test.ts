@@ -246,4 +246,18 @@ describe('start-platform refusals', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('refuses a start timeout that is not a number, and a state dir that is a file, in one line each', async () => {
+    const ports = { GATEWAY_PORT: String(await freePort()), SESSIONS_PORT: String(await freePort()) };
+    const timeout = startPlatform({ ...ports, START_TIMEOUT_MS: 'abc' });
+    expect(await timeout.exited).toBe(1);
+    expect(timeout.output().trim()).toBe(
+      'start-platform: START_TIMEOUT_MS must be a whole number of ms above 0, got "abc"',
+    );
+    const file = join(mkdtempSync(join(tmpdir(), 'tollway-state-file-')), 'state');
+    writeFileSync(file, 'not a folder\n');
+    const state = startPlatform({ ...ports, TOLLWAY_STATE_DIR: file });
+    expect(await state.exited).toBe(1);
+    expect(state.output()).toMatch(/^start-platform: cannot keep .* \(TOLLWAY_STATE_DIR\): (EEXIST|ENOTDIR)\n$/);
+  });
 });
