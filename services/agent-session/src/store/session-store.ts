@@ -244,6 +244,11 @@ export class SessionStore {
     return result as 'applied' | 'stale';
   }
 
+  /** Whether the session exists (of any organization): a reaper tells a deleted turn from an ended one. */
+  async exists(sessionId: string): Promise<boolean> {
+    return (await this.redis.exists(this.keys.session(sessionId))) === 1;
+  }
+
   /**
    * Who ended `turnId`, when it is the session's last ended turn; null otherwise (another turn
    * ended since, or the session is gone). A worker whose finishTurn got no reply asks it.

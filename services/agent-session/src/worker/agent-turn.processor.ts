@@ -109,7 +109,15 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       if (outcome.kind === 'cancelled') {
         logger.info('turn cancelled; agent process killed');
         ended('cancelled');
-        reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
+        const leased = await lease;
+        lease = null;
+        // Reported only while the lease is still this worker's: a reaper that claimed it (this
+        // worker seemed gone) reports the deleted session's turn itself.
+        const stillLeased = await deps.registration.releaseLease(sessionId, turnId).catch(() => {
+          deps.registration.forgetLease(sessionId, turnId);
+          return true;
+        });
+        if (stillLeased || !leased) reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
         return;
       }
       ended(outcome.kind === 'success' ? 'succeeded' : outcome.kind === 'timeout' ? 'timed_out' : 'failed');

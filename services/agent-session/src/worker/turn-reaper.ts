@@ -4,6 +4,7 @@ import { AgentTurnJob } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
 import type { SessionStore } from '../store/session-store';
 import type { TurnNotifier } from '../webhooks/turn-notifier';
+import { TURN_CANCELLED_ERROR } from '../webhooks/webhook-payload';
 import { claimExpiredLeases, hasTurnLease, type OrphanedTurn } from './worker-registry';
 
 /** Error of a turn whose worker process stopped (killed, crashed, partitioned) while it ran. */
@@ -119,7 +120,7 @@ export class TurnReaper {
 
   private async endOrphan(orphan: OrphanedTurn): Promise<boolean> {
     const job = parseJob(orphan.jobJson);
-    return this.end(orphan.sessionId, orphan.turnId, WORKER_LOST_ERROR, job);
+    return this.end(orphan.sessionId, orphan.turnId, WORKER_LOST_ERROR, job, true);
   }
 
   private async endLostJobs(): Promise<number> {
@@ -149,9 +150,30 @@ export class TurnReaper {
     return ended;
   }
 
-  private async end(sessionId: string, turnId: string, error: string, job: AgentTurnJob | null): Promise<boolean> {
+  private async end(
+    sessionId: string,
+    turnId: string,
+    error: string,
+    job: AgentTurnJob | null,
+    leaseClaimed = false,
+  ): Promise<boolean> {
     const result = await this.options.store.finishTurn(sessionId, turnId, { kind: 'error', error }, 'reaper');
-    if (result !== 'applied') return false;
+    if (result !== 'applied') {
+      // The session was deleted while its worker was gone: the deletion cancelled the turn, and
+      // this reaper, holding the lease it claimed, is the one to say so (a worker reports a
+      // cancellation only while it still holds the turn's lease).
+      if (leaseClaimed && job && !(await this.options.store.exists(sessionId))) {
+        this.options.logger.info("reaped a deleted session's turn", { session_id: sessionId, turn_id: turnId });
+        this.options.notifier.notify(job, {
+          sessionId,
+          end: { kind: 'error', error: TURN_CANCELLED_ERROR },
+          history: null,
+          durationMs: Math.max(0, this.clock() - job.accepted_at),
+          totalTokens: 0,
+        });
+      }
+      return false;
+    }
     this.options.onRecovered?.();
     this.options.logger.warn('reaped an orphaned turn', { session_id: sessionId, turn_id: turnId, error });
     if (job) {

@@ -13,6 +13,7 @@ import type { RunningWorker } from '../../src/worker/start-worker';
 import { startTurnReaper, type RunningReaper } from '../../src/worker/start-reaper';
 import { JOB_LOST_ERROR, TurnReaper, WORKER_LOST_ERROR, type TurnReaperOptions } from '../../src/worker/turn-reaper';
 import { WorkerRegistration } from '../../src/worker/worker-registry';
+import { TURN_CANCELLED_ERROR } from '../../src/webhooks/webhook-payload';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
 import {
   completion,
@@ -111,7 +112,7 @@ function testReaper(overrides: Partial<TurnReaperOptions>): TurnReaper {
     prefix,
     store: api.store,
     queue,
-    notifier: new TurnNotifier(new WebhookDelivery({ logger, timeoutMs: 100 }), false),
+    notifier: new TurnNotifier(new WebhookDelivery({ logger, timeoutMs: 1000, allowedHosts: ['127.0.0.1'] }), false),
     logger,
     intervalMs: 200,
     leaseTtlMs: 1000,
@@ -188,4 +189,33 @@ it('after a Redis outage, leases that expired meanwhile wait one lease time: a l
     await live.releaseLease(liveSession, '').catch(() => undefined);
     reaperRedis.disconnect();
   }
+});
+
+it("a deleted session's turn whose worker died gets its one cancellation callback, from the reaper that claims the lease", async () => {
+  await reaper.stop();
+  await secondWorker?.close();
+  secondWorker = null;
+  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+  const turnId = randomUUID();
+  const message = { role: 'user' as const, content: 'deleted while its worker was dead' };
+  expect(await api.store.startTurn(id, null, turnId, message, 1 << 20)).toBe('ok');
+  const job = {
+    session_id: id,
+    turn_id: turnId,
+    org_id: null,
+    message: { ...message, webhook: { url: `${receiver.url}/deleted` } },
+    accepted_at: Date.now(),
+  };
+  // The worker leased the turn, then died: its lease is never renewed.
+  const dead = new WorkerRegistration({ redis: api.redis, prefix, workerId: 'gone', concurrency: 1, ttlMs: 200 });
+  await dead.acquireLease(id, turnId, JSON.stringify(job));
+  expect((await request(api.app).delete(`/sessions/${id}`)).status).toBe(204);
+  await sleep(300);
+  const deliveryReaper = testReaper({ leaseTtlMs: 200 });
+  await deliveryReaper.runPass();
+  const callback = await waitFor(() => receiver.received.find((delivery) => delivery.url === '/deleted'));
+  expect(callback.json).toMatchObject({ session_id: id, status: 'error', error: TURN_CANCELLED_ERROR });
+  await deliveryReaper.runPass();
+  await sleep(300);
+  expect(receiver.received.filter((delivery) => delivery.url === '/deleted')).toHaveLength(1);
 });
