@@ -192,9 +192,14 @@ describe('configuration', () => {
     expect(() =>
       loadGatewayConfig({ env: { SERVICE_API_KEYS: `${'a'.repeat(20)} ${'b'.repeat(20)}` }, argv: [] }),
     ).toThrow(/32-256 printable/);
+    // Blanks between the items are trimmed; blanks around the whole value are refused, as for
+    // every setting (service-kit's loadConfig).
     expect(
-      loadGatewayConfig({ env: { SERVICE_API_KEYS: ` ${SERVICE_KEY} , ${'k'.repeat(32)}` }, argv: [] }).serviceApiKeys,
+      loadGatewayConfig({ env: { SERVICE_API_KEYS: `${SERVICE_KEY} , ${'k'.repeat(32)}` }, argv: [] }).serviceApiKeys,
     ).toEqual([SERVICE_KEY, 'k'.repeat(32)]);
+    expect(() => loadGatewayConfig({ env: { SERVICE_API_KEYS: ` ${SERVICE_KEY}` }, argv: [] })).toThrow(
+      /SERVICE_API_KEYS: must not start or end with blanks/,
+    );
   });
 
   it('refuses to start with a key that is both a service key and a static key', async () => {
