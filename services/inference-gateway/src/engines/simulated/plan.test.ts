@@ -146,6 +146,26 @@ describe('simulated completion plan', () => {
     }
   });
 
+  // Object.entries made an entry per character of such a string first: 12 s and 600 MB.
+  it.each([
+    ['an object (as an empty object)', { type: 'object', properties: 'x'.repeat(3_000_000) }, /^\{\}$/],
+    ['a schema without a type (as a string)', { properties: 'x'.repeat(3_000_000) }, /^"\w+"$/],
+  ])('samples %s whose properties are a 3 MB string at once', (_name, schema, expected) => {
+    const started = performance.now();
+    const answer = planCompletion(
+      {
+        ...base,
+        max_tokens: 20,
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
+        tools: [{ type: 'function', function: { name: 'f', parameters: schema } }],
+        tool_choice: 'required',
+      } as never,
+      options,
+    );
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(answer.choices[0]!.toolCall!.argumentPieces.join('')).toMatch(expected);
+  });
+
   it('gives logprobs with top_logprobs alternatives', () => {
     const plan = planCompletion({ ...base, logprobs: true, top_logprobs: 2, max_tokens: 4 }, options);
     const logprobs = plan.choices[0]!.logprobs!;
