@@ -160,6 +160,30 @@ describe('CreateChatCompletionRequest', () => {
     });
     expect(parsed.stream_options).toEqual({ include_usage: true, continuous_usage_stats: true });
   });
+
+  it('refuses stream_options of more than 16 properties', () => {
+    const options = Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, i]));
+    expect(issuePaths(CreateChatCompletionRequest, withFields(minimal, { stream_options: options }))).toEqual([
+      'stream_options',
+    ]);
+  });
+
+  // z.record copied them key by key: 300,000 keys in response_format took 0.8 s, in a tool 2 s.
+  it('takes the free-form objects as they are, without copying their keys', () => {
+    const big = () => Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, i]));
+    const body = {
+      ...minimal,
+      messages: [{ role: 'assistant', content: null, tool_calls: [big()] }],
+      response_format: big(),
+      tools: [big()],
+      tool_choice: big(),
+    };
+    const parsed = CreateChatCompletionRequest.parse(body);
+    expect(parsed.response_format).toBe(body.response_format);
+    expect(parsed.tools?.[0]).toBe(body.tools[0]);
+    expect(parsed.tool_choice).toBe(body.tool_choice);
+    expect(parsed.messages[0]?.tool_calls?.[0]).toBe(body.messages[0]?.tool_calls[0]);
+  });
 });
 
 const usage = { prompt_tokens: 9, completion_tokens: 3, total_tokens: 12 };
