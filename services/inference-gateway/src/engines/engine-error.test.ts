@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { ServiceError } from '@tollway/service-kit';
 import {
   EngineHttpError,
@@ -121,6 +122,13 @@ describe('engineRefusal', () => {
       ],
       ['a message field', 400, '{"message":"bad top_k"}', 'bad top_k', null],
       [
+        'a flat shape without its type',
+        400,
+        '{"object":"error","message":"m","param":"top_k","code":400}',
+        'm',
+        'top_k',
+      ],
+      [
         'a flat shape with a string code',
         400,
         '{"object":"error","message":"m","type":"T","param":null,"code":"bad"}',
@@ -150,6 +158,23 @@ describe('engineRefusal', () => {
           code: 400,
         });
       }
+    });
+
+    it('a flat shape with bytes that are not UTF-8: the message in UTF-8', () => {
+      const body = Buffer.concat([
+        Buffer.from('{"object":"error","message":"bad '),
+        Buffer.from([0xff]),
+        Buffer.from('","type":"T","param":null,"code":400}'),
+      ]);
+      const err = engineRefusal('a/b', 400, 'application/json', body, null) as EngineHttpError;
+      expect(isUtf8(err.body)).toBe(true);
+      expect(JSON.parse(String(err.body))).toEqual({
+        object: 'error',
+        message: 'bad \uFFFD',
+        type: 'T',
+        param: null,
+        code: 400,
+      });
     });
 
     it('cuts a long message', () => {

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { ServiceError } from '@tollway/service-kit';
 import { providerOverloaded } from '../admission/admission-errors';
 import { engineRefused, engineRequestTooLarge } from '../errors';
@@ -79,8 +80,12 @@ function parameterRefusal(status: number, contentType: string, body: Buffer): En
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     return flatRefusal({ message: refusedWithout(status) });
   }
-  if (status === 400 && (isNested(parsed) || isFlat(parsed))) return new EngineHttpError(400, contentType, body);
-  if (isNested(parsed) || isFlat(parsed)) {
+  // Byte for byte only what is the spec's shape in UTF-8: a flat body without its `type`, or with
+  // bytes that are not UTF-8, reached the client as the engine wrote it.
+  if (status === 400 && isUtf8(body) && (isNested(parsed) || isFlat(parsed))) {
+    return new EngineHttpError(400, contentType, body);
+  }
+  if (isNested(parsed) || isFlatShaped(parsed)) {
     const error = isNested(parsed) ? parsed.error : parsed;
     const { message, type, param } = flattenEngineError(error, 400);
     return flatRefusal({ message, type, param });
@@ -222,10 +227,16 @@ const ERROR_TYPES: Record<number, string> = {
   429: 'RateLimitError',
 };
 
-/** The spec's flat EngineErrorResponse: `object` "error", a message and an integer code. */
+/** The spec's flat EngineErrorResponse: `object` "error", a message, a type and an integer code. */
 function isFlat(value: object): value is NestedEngineError['error'] {
-  const flat = value as { object?: unknown; message?: unknown; code?: unknown };
-  return flat.object === 'error' && typeof flat.message === 'string' && Number.isInteger(flat.code);
+  const flat = value as { type?: unknown; code?: unknown };
+  return isFlatShaped(value) && typeof flat.type === 'string' && Number.isInteger(flat.code);
+}
+
+/** An error meant as the flat shape (`object` "error" and a message), whatever else it lacks. */
+function isFlatShaped(value: object): value is NestedEngineError['error'] {
+  const flat = value as { object?: unknown; message?: unknown };
+  return flat.object === 'error' && typeof flat.message === 'string';
 }
 
 function isNested(value: unknown): value is NestedEngineError {
