@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ModelId, WIRE_BOUNDS } from '@tollway/contracts';
+import { MAX_TIMER_MS } from '@tollway/service-kit';
 
 /** One replica of an OpenAI-compatible engine (vLLM, SGLang, llama.cpp server, Ollama, OpenAI). */
 export const EngineReplica = z.strictObject({
@@ -22,10 +23,10 @@ export type OpenAICompatibleEngineSpec = z.infer<typeof OpenAICompatibleEngineSp
 
 /** Behaviour of the in-process simulated engine; the same options drive the standalone sim server. */
 export const SimulationOptions = z.strictObject({
-  /** Delay before the first token, ms. */
-  time_to_first_token_ms: z.number().min(0).default(5),
-  /** Delay between output tokens, ms. */
-  time_per_output_token_ms: z.number().min(0).default(1),
+  /** Delay before the first token, ms, at most MAX_TIMER_MS (a longer timer would fire after 1 ms). */
+  time_to_first_token_ms: z.number().min(0).max(MAX_TIMER_MS).default(5),
+  /** Delay between output tokens, ms, at most MAX_TIMER_MS. */
+  time_per_output_token_ms: z.number().min(0).max(MAX_TIMER_MS).default(1),
   /** Requests generated at once; more wait in line like in an engine's scheduler. */
   max_concurrency: z.number().int().min(1).default(256),
   /** Output tokens when the request sets no max_tokens. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { envBoolean, loadConfig, type ConfigSource } from '@tollway/service-kit';
+import { envBoolean, loadConfig, MAX_TIMER_MS, type ConfigSource } from '@tollway/service-kit';
 
 /** Configuration of the standalone simulated engine (`pnpm sim`). */
 export const SimConfigSchema = z.object({
@@ -9,10 +9,10 @@ export const SimConfigSchema = z.object({
   host: z.string().default('127.0.0.1'),
   /** Model name listed by `GET /v1/models` (any name is served); default `simulated`. */
   modelName: z.string().min(1).default('simulated'),
-  /** Delay before the first token, ms; default 5. */
-  timeToFirstTokenMs: z.coerce.number().min(0).default(5),
-  /** Delay per output token, ms; default 1. */
-  timePerOutputTokenMs: z.coerce.number().min(0).default(1),
+  /** Delay before the first token, ms (fractions allowed), at most MAX_TIMER_MS; default 5. */
+  timeToFirstTokenMs: z.coerce.number().min(0).max(MAX_TIMER_MS).default(5),
+  /** Delay per output token, ms (fractions allowed), at most MAX_TIMER_MS; default 1. */
+  timePerOutputTokenMs: z.coerce.number().min(0).max(MAX_TIMER_MS).default(1),
   /** Generations at once, others queue; default 256. */
   maxConcurrency: z.coerce.number().int().min(1).default(256),
   /** Output tokens when a request sets no max_tokens; default 64. */

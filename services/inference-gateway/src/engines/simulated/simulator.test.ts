@@ -1,4 +1,5 @@
 import type { CreateChatCompletionRequest } from '@tollway/contracts';
+import { MAX_TIMER_MS } from '@tollway/service-kit';
 import { SimulationOptions } from '../../catalog/catalog.schema';
 import { ClientAbort, EngineAbortedError, type AbortLike } from '../engine.types';
 import { Simulator } from './simulator';
@@ -90,6 +91,32 @@ describe.each(aborts)('Simulator aborted through a %s', (_kind, makeAbort) => {
     const started = performance.now();
     await expect(sim.complete(request, signal)).rejects.toBeInstanceOf(EngineAbortedError);
     expect(performance.now() - started).toBeLessThan(100);
+  });
+});
+
+describe('Simulator delays', () => {
+  it('refuses a delay past the longest a timer waits', () => {
+    for (const field of ['time_to_first_token_ms', 'time_per_output_token_ms']) {
+      expect(SimulationOptions.safeParse({ [field]: MAX_TIMER_MS }).success).toBe(true);
+      expect(SimulationOptions.safeParse({ [field]: MAX_TIMER_MS + 1 }).success).toBe(false);
+    }
+  });
+
+  // 100 tokens of the longest delay add up past what a timer holds, which Node fires after 1 ms.
+  it('waits a completion whose delays add up past the longest timer, until it is aborted', async () => {
+    const sim = simulator({ time_to_first_token_ms: 0, time_per_output_token_ms: MAX_TIMER_MS });
+    const { signal, abort } = aborts[0]![1]();
+    const completion = sim.complete(request, signal);
+    const settled = await Promise.race([
+      completion.then(
+        () => 'answered',
+        () => 'aborted',
+      ),
+      new Promise((resolve) => setTimeout(resolve, 200, 'waiting')),
+    ]);
+    expect(settled).toBe('waiting');
+    abort();
+    await expect(completion).rejects.toBeInstanceOf(EngineAbortedError);
   });
 });
 

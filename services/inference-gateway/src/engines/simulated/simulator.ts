@@ -1,4 +1,5 @@
 import { setImmediate } from 'node:timers/promises';
+import { MAX_TIMER_MS } from '@tollway/service-kit';
 import {
   WIRE_BOUNDS,
   type ChatCompletionChunk,
@@ -164,7 +165,11 @@ export class Simulator {
     return { running: this.running, waiting: this.waiting.length };
   }
 
-  /** Waits `ms`, or rejects with the abort error as soon as `signal` aborts. */
+  /**
+   * Waits `ms` (at most MAX_TIMER_MS: a JSON answer waits its whole generation at once, and many
+   * tokens of a long delay each add up past what a timer holds, which Node fires after 1 ms), or
+   * rejects with the abort error as soon as `signal` aborts.
+   */
   private wait(ms: number, signal: AbortLike, plan: CompletionPlan, started: number): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       if (signal.aborted) {
@@ -175,10 +180,13 @@ export class Simulator {
         clearTimeout(timer);
         reject(this.aborted(plan, started));
       };
-      const timer = setTimeout(() => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      }, ms);
+      const timer = setTimeout(
+        () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        Math.min(ms, MAX_TIMER_MS),
+      );
       signal.addEventListener('abort', onAbort, { once: true });
     });
   }
