@@ -1,8 +1,16 @@
 import { z } from 'zod';
-import { ConfigError, durationMs, envBoolean, loadConfig, MAX_TIMER_MS, redisUrl } from '@tollway/service-kit';
+import {
+  ConfigError,
+  durationMs,
+  envBoolean,
+  loadConfig,
+  MAX_TIMER_MS,
+  portNumber,
+  redisUrl,
+} from '@tollway/service-kit';
 
 const schema = z.object({
-  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  port: portNumber.default(8080),
   maxSessions: z.coerce.number().int().min(1).default(1000),
   allowCustomIds: envBoolean.default(false),
 });
@@ -54,6 +62,27 @@ describe('loadConfig', () => {
   it('refuses unknown options and options without a value', () => {
     expect(() => loadConfig(schema, sources, { env: {}, argv: ['--nope'] })).toThrow(ConfigError);
     expect(() => loadConfig(schema, sources, { env: {}, argv: ['--port'] })).toThrow(/needs a value/);
+    // An empty variable reads as unset; an empty flag is a value left out.
+    expect(() => loadConfig(schema, sources, { env: {}, argv: ['--port='] })).toThrow(/--port needs a value/);
+    expect(loadConfig(schema, sources, { env: { PORT: '' }, argv: [] }).port).toBe(8080);
+  });
+});
+
+describe('portNumber', () => {
+  it.each([
+    ['0', 0],
+    ['8080', 8080],
+    ['65535', 65535],
+    [9000, 9000],
+  ])('takes %p', (value, port) => expect(portNumber.parse(value)).toBe(port));
+  // Number() reads these as 80, 8000, 3 and 1: a listener on a port the setting does not show.
+  it.each(['0x50', '8e3', '0b11', '1.0', '-1', '65536', '+80', 'http'])('refuses %p', (value) =>
+    expect(portNumber.safeParse(value).success).toBe(false),
+  );
+  it('names the variable of a port in hex', () => {
+    expect(() => loadConfig(schema, sources, { env: { PORT: '0x50' }, argv: [] })).toThrow(
+      /PORT \(--port\): must be a port number in decimal digits/,
+    );
   });
 });
 

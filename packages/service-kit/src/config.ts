@@ -66,6 +66,8 @@ function parseFlags(argv: readonly string[], sources: Record<string, ConfigSourc
     const [name, inline] = splitFlag(arg.slice(2));
     const source = known.get(name);
     if (!source) throw new ConfigError(`Unknown option --${name}`);
+    // `--port=` is a value left out, not "the default" (an empty variable is read as unset).
+    if (inline === '') throw new ConfigError(`Option --${name} needs a value`);
     if (inline !== undefined) flags.set(name, inline);
     else if (source.boolean) flags.set(name, 'true');
     else {
@@ -98,6 +100,15 @@ export function durationMs(min: number) {
     .min(min)
     .max(MAX_TIMER_MS, { message: `must be at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest a timer waits` });
 }
+
+/**
+ * A TCP port, 0 (any free port) to 65535, written in decimal digits. `Number()` reads `0x50` as
+ * 80 and `8e3` as 8000: a listener on a port the setting does not show.
+ */
+export const portNumber = z
+  .union([z.number(), z.string().regex(/^[0-9]+$/, { message: 'must be a port number in decimal digits' })])
+  .transform(Number)
+  .pipe(z.number().int().min(0).max(65535));
 
 /** A boolean read from the environment: `true/false/1/0/yes/no`, anything else is an error. */
 export const envBoolean = z

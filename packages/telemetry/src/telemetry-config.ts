@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { envBoolean } from '@tollway/service-kit';
+import { envBoolean, portNumber } from '@tollway/service-kit';
 
 /**
  * Config fields every process shares for metrics and tracing; each service spreads them into its
@@ -10,7 +10,7 @@ export const TELEMETRY_CONFIG_FIELDS = {
   /** Serve Prometheus metrics; default true. False leaves `/metrics` a 404 and records nothing. */
   metricsEnabled: envBoolean.default(true),
   /** Serve `/metrics` on a listener of its own at this port instead of the main one; unset = the main listener (workers: none). */
-  metricsPort: z.coerce.number().int().min(0).max(65535).optional(),
+  metricsPort: portNumber.optional(),
   /** Interface of the metrics listener; default all interfaces. */
   metricsHost: z.string().default('0.0.0.0'),
   /** `OTEL_SDK_DISABLED`: true turns tracing off whatever else is set. */

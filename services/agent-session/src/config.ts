@@ -5,6 +5,7 @@ import {
   HTTP_LIMIT_FIELDS,
   HTTP_LIMIT_SOURCES,
   loadConfig,
+  portNumber,
   redisUrl,
   type ConfigSource,
   type HttpLimits,
@@ -37,7 +38,7 @@ export const SHARED_CONFIG_SOURCES = {
 const apiSchema = z.object({
   ...SHARED_CONFIG_FIELDS,
   /** Listening port; default 8081 (0 picks a free one). */
-  port: z.coerce.number().int().min(0).max(65535).default(8081),
+  port: portNumber.default(8081),
   /** Listening address; default `0.0.0.0`. */
   host: z.string().min(1).default('0.0.0.0'),
   /** Seconds of inactivity after which idle and errored sessions are swept; 0 (default) turns the sweep off. */

@@ -7,6 +7,7 @@ import {
   HTTP_LIMIT_FIELDS,
   HTTP_LIMIT_SOURCES,
   loadConfig,
+  portNumber,
   redisUrl,
   type ConfigSource,
 } from '@tollway/service-kit';
@@ -26,7 +27,7 @@ const apiKeyList = z.string().transform((value) =>
 /** The gateway's configuration, read once at start-up from the environment and flags. */
 export const GatewayConfigSchema = z.object({
   /** TCP port to listen on; default 8080. */
-  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  port: portNumber.default(8080),
   /** Interface to bind; default all interfaces. */
   host: z.string().default('0.0.0.0'),
   /** Redis connection URL; default `redis://127.0.0.1:6379`. */

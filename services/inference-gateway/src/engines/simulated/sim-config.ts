@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { envBoolean, loadConfig, MAX_TIMER_MS, type ConfigSource } from '@tollway/service-kit';
+import { envBoolean, loadConfig, MAX_TIMER_MS, portNumber, type ConfigSource } from '@tollway/service-kit';
 
 /** Configuration of the standalone simulated engine (`pnpm sim`). */
 export const SimConfigSchema = z.object({
   /** TCP port; default 8000 (vLLM's). */
-  port: z.coerce.number().int().min(0).max(65535).default(8000),
+  port: portNumber.default(8000),
   /** Interface to bind; default 127.0.0.1. */
   host: z.string().default('127.0.0.1'),
   /** Model name listed by `GET /v1/models` (any name is served); default `simulated`. */
