@@ -88,6 +88,7 @@ describe('gateway in front of HTTP engines', () => {
     gateway = await startGateway(
       catalogModels([
         ...FAKE_MODELS.map((upstream) => fake.catalogEntry(upstream)),
+        { ...fake.catalogEntry('hang'), id: 'fake/hang-small', context_length: 64 },
         httpModel('sim/slow', [slow.baseUrl]),
         httpModel('sim/dead-first', [dead, fast.baseUrl]),
         {
@@ -488,6 +489,20 @@ describe('gateway in front of HTTP engines', () => {
       await pending;
       await until(() => (admission.tickets[before]?.settled.length ?? 0) > 0);
       expect(admission.tickets[before]?.settled).toEqual([{ prompt_tokens: 8, completion_tokens: made }]);
+    });
+
+    it('a JSON answer left before the engine answered, without max_tokens: the reservation cut to what the context leaves', async () => {
+      // The default reservation is 1024 × n; a context of 64 leaves the engine 56 tokens a choice.
+      const before = admission.tickets.length;
+      const sent = fake.requests.length;
+      const controller = new AbortController();
+      const pending = chat({ model: 'fake/hang-small', n: 2 }, controller.signal).catch((e: unknown) => e);
+      await until(() => fake.requests.length > sent);
+      controller.abort();
+      await pending;
+      await until(() => (admission.tickets[before]?.settled.length ?? 0) > 0);
+      expect(admission.tickets[before]?.request.reservedOutputTokens).toBe(2048);
+      expect(admission.tickets[before]?.settled).toEqual([{ prompt_tokens: 8, completion_tokens: 112 }]);
     });
 
     it('non-streamed: the engine sees the abort too', async () => {

@@ -105,12 +105,15 @@ async function serveStreamed(admitted: AdmittedCompletion, res: ServerResponse):
 /**
  * The engine call failed before any output: a client abort is still charged (what the engine made;
  * when it cannot tell, nothing more than the prompt for a stream, whose first chunk had not come,
- * and the reservation for a JSON answer, which comes only when whole); a refusal, timeout or
- * unreachable engine releases.
+ * and the reservation for a JSON answer, which comes only when whole, cut like any usage to the
+ * request's bound: a default reservation of 1024 × `n` can exceed what the context leaves); a
+ * refusal, timeout or unreachable engine releases.
  */
 async function beforeOutput(admitted: AdmittedCompletion, err: unknown): Promise<void> {
   if (err instanceof EngineAbortedError) {
-    const made = admitted.call.request.stream ? 0 : admitted.reservedOutputTokens;
+    const made = admitted.call.request.stream
+      ? 0
+      : Math.min(admitted.reservedOutputTokens, admitted.usageBounds.maxCompletionTokens);
     settle(admitted, err.usage ?? { prompt_tokens: admitted.inputTokens, completion_tokens: made });
     return;
   }
