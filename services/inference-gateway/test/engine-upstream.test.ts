@@ -20,6 +20,7 @@ const FAKE_MODELS = [
   'record',
   'hang',
   'cut-stream',
+  'tool-stream',
   'error-first-stream',
   'error-mid-stream',
   'json-for-stream',
@@ -371,6 +372,18 @@ describe('gateway in front of HTTP engines', () => {
       const settled = admission.tickets[before]?.settled ?? [];
       expect(settled).toHaveLength(1);
       expect(settled[0]?.completion_tokens).toBeGreaterThanOrEqual(2);
+    });
+
+    it('a tool-call stream without usage is billed the tool call it relayed, not the JSON of its deltas', async () => {
+      const before = admission.tickets.length;
+      const res = await chat({ model: 'fake/tool-stream', stream: true, max_tokens: 100 });
+      const payloads = ssePayloads(await res.text());
+      const totals = JSON.parse(payloads.at(-2) as string) as { usage: { completion_tokens: number } };
+      await admission.allClosed();
+      const settled = admission.tickets[before]?.settled ?? [];
+      // Eight pieces, at least a token each; their text (`get{"city":"Paris"}` and a newline) is fewer.
+      expect(settled).toEqual([{ prompt_tokens: 8, completion_tokens: 8 }]);
+      expect(totals.usage.completion_tokens).toBe(8);
     });
 
     it('a stream that breaks before its first chunk gets a status: 502 for a non-SSE answer, 504 for silence', async () => {

@@ -168,7 +168,7 @@ export class ChunkNormaliser {
     }
     if (delta.tool_calls) {
       this.pieces++;
-      if (keepText) this.text.push(JSON.stringify(delta.tool_calls));
+      if (keepText) this.text.push(toolCallText(delta.tool_calls));
     }
   }
 
@@ -192,6 +192,24 @@ export class ChunkNormaliser {
     };
     return { id: template.id, object: 'chat.completion.chunk', created: template.created, model: template.model };
   }
+}
+
+/**
+ * What the model wrote in a tool-call delta: its function's name and a piece of its arguments. The
+ * delta's JSON around them (`{"index":0,"function":{"arguments":"a"}}`, about 12 tokens for a
+ * one-token piece) is the wire's, not output: counted whole, a stream of 8 such pieces left by its
+ * client was billed 100 output tokens (its max_tokens) where the engine had made about 8.
+ */
+function toolCallText(toolCalls: readonly unknown[]): string {
+  let text = '';
+  for (const call of toolCalls) {
+    const fn = typeof call === 'object' && call !== null ? (call as { function?: unknown }).function : undefined;
+    if (typeof fn !== 'object' || fn === null) continue;
+    const { name, arguments: args } = fn as { name?: unknown; arguments?: unknown };
+    if (typeof name === 'string') text += name;
+    if (typeof args === 'string') text += args;
+  }
+  return text;
 }
 
 function dropUsage(chunk: EngineChunk): void {

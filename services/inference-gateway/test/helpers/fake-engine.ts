@@ -196,6 +196,20 @@ export class FakeEngine {
         res.write(chunk({ content: ' there' }));
         res.write(chunk({ content: ' friend' }, { finish_reason: 'stop' }));
         return void res.end('data: [DONE]\n\n');
+      case 'tool-stream':
+        // A tool call in 8 one-token pieces, and no usage anywhere (the gateway counts it).
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(chunk({ role: 'assistant', content: null }));
+        res.write(
+          chunk({
+            tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get', arguments: '' } }],
+          }),
+        );
+        for (const piece of ['{"', 'city', '":"', 'Par', 'is', '"}', '\n']) {
+          res.write(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }));
+        }
+        res.write(chunk({}, { finish_reason: 'tool_calls' }));
+        return void res.end('data: [DONE]\n\n');
       case 'cut-stream':
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write(chunk({ role: 'assistant', content: '' }));
