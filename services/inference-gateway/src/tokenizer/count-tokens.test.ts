@@ -127,6 +127,19 @@ describe('token counting', () => {
   it('counts runs exactly when they repeat', () => {
     expect(countTextTokens('w'.repeat(4096))).toBe(2048);
   });
+
+  it.each([
+    ['ASCII letters, then letters of three tokens each', 'a'.repeat(128) + 'ꙮ'.repeat(20_000), 60_016],
+    ['ASCII letters, then CJK', 'a'.repeat(128) + '日本語'.repeat(6667), 26_685],
+    ['ASCII letters, then astral letters', 'a'.repeat(128) + '𝔘'.repeat(20_000), 60_016],
+  ])('estimates a run whose first 128 characters are cheap near its count: %s', (_name, run, count) => {
+    // Estimated from its first 128 characters, the first run counted 2,516.
+    for (let i = 0; i < 20; i++) {
+      const estimate = countTextTokens(run);
+      expect(estimate).toBeGreaterThan(count * 0.9);
+      expect(estimate).toBeLessThan(count * 1.1);
+    }
+  });
 });
 
 describe('PromptTokenCounter', () => {

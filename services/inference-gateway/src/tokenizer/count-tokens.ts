@@ -53,9 +53,21 @@ const LONG_RUN_CHARS = 128;
 const LONG_RUN = /\p{L}{128,}|[^\s\p{L}\p{N}]{128,}|\s{128,}/gu;
 
 /**
+ * A long run is estimated from windows of LONG_RUN_CHARS spread over it, one per this many
+ * characters (at least one, at most MAX_RUN_WINDOWS): BPE reads at most an eighth of a run of
+ * 1024 characters or more, and a whole 128-character window in a shorter one, as before.
+ */
+const RUN_CHARS_PER_WINDOW = 8 * LONG_RUN_CHARS;
+const MAX_RUN_WINDOWS = 8;
+
+/**
  * Counts tokens of a plain text with the cl100k_base vocabulary. A run longer than 128 characters
- * is estimated from its first 128 (its count scaled to its length), which is exact for repeated
- * text and close for the rest.
+ * is estimated from windows of 128 characters spread over it (their count scaled to its length),
+ * exact for repeated text. The windows start at a random offset: a run estimated from its first
+ * 128 characters counted 128 ASCII letters followed by 20,000 'ꙮ' (about 60,000 tokens) as 2,516,
+ * so a prompt built so passed the input budget and the context length, and was billed that count
+ * when its client left before the engine reported usage. Where the windows fall cannot be known
+ * ahead, so a run's cheap and dear stretches weigh in as they are, on average.
  */
 export function countTextTokens(text: string): number {
   if (text.length === 0) return 0;
@@ -65,11 +77,33 @@ export function countTextTokens(text: string): number {
   let from = 0;
   for (let run = LONG_RUN.exec(text); run !== null; run = LONG_RUN.exec(text)) {
     if (run.index > from) total += countTokens(text.slice(from, run.index));
-    const sample = countTokens(run[0].slice(0, LONG_RUN_CHARS));
-    total += Math.ceil((sample * run[0].length) / LONG_RUN_CHARS);
+    total += estimateRun(run[0]);
     from = run.index + run[0].length;
   }
   return from === 0 ? countTokens(text) : total + (from < text.length ? countTokens(text.slice(from)) : 0);
+}
+
+/** A long run's tokens from windows spread evenly over it from a random offset (see countTextTokens). */
+function estimateRun(run: string): number {
+  const windows = Math.min(MAX_RUN_WINDOWS, Math.max(1, Math.floor(run.length / RUN_CHARS_PER_WINDOW)));
+  const stride = run.length / windows;
+  const offset = Math.random() * (stride - LONG_RUN_CHARS);
+  let sampled = 0;
+  let length = 0;
+  for (let i = 0; i < windows; i++) {
+    let start = Math.floor(offset + i * stride);
+    // Whole characters only: half a surrogate pair would be read as U+FFFD.
+    if (isLowSurrogate(run.charCodeAt(start))) start++;
+    let end = Math.min(start + LONG_RUN_CHARS, run.length);
+    if (isLowSurrogate(run.charCodeAt(end))) end++;
+    sampled += countTokens(run.slice(start, end));
+    length += end - start;
+  }
+  return Math.ceil((sampled * run.length) / length);
+}
+
+function isLowSurrogate(code: number): boolean {
+  return code >= 0xdc00 && code <= 0xdfff;
 }
 
 /**
