@@ -35,6 +35,10 @@ describe('isPassthroughChunk', () => {
       "a trace named `reasoning` (vLLM's, Ollama's)",
       `${token('').replace('{"content":"hi"}', '{"reasoning":"hm"}')},"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1}}`,
     ],
+    [
+      'a trace named `reasoning` after the finish_reason key',
+      '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"finish_reason":null,"delta":{"reasoning":"hm"}}],"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1}}',
+    ],
   ])('refuses %s', (_name, payload) => {
     expect(isPassthroughChunk(payload)).toBe(false);
   });

@@ -24,11 +24,14 @@ export function isPassthroughChunk(payload: string): boolean {
   if (choices === -1) return false;
   const finish = payload.indexOf(FINISH, choices);
   if (finish === -1 || !payload.startsWith('null', finish + FINISH.length)) return false;
-  // A trace named `reasoning` (vLLM, Ollama) is renamed by the normaliser (reasoning-field.ts).
-  if (payload.lastIndexOf(REASONING, finish) > choices) return false;
   if (payload.indexOf(FINISH_SET, finish) !== -1) return false;
   const usage = payload.lastIndexOf(USAGE);
   if (usage < finish) return false;
+  // A trace named `reasoning` (vLLM, Ollama) is renamed by the normaliser (reasoning-field.ts),
+  // wherever it sits in its choice: looked for only before `finish_reason`, a choice written
+  // `{"index":0,"finish_reason":null,"delta":{"reasoning":…}}` reached clients unrenamed.
+  const reasoning = payload.indexOf(REASONING, choices);
+  if (reasoning !== -1 && reasoning < usage) return false;
   USAGE_COUNTS.lastIndex = usage;
   return USAGE_COUNTS.test(payload);
 }
