@@ -216,6 +216,24 @@ export class SessionStore {
   }
 
   /**
+   * Where `turnId` stands, without its history: `running` (still the session's current turn),
+   * `ended` (ended already: a reaper took it from a worker that seemed gone, and sent its webhook),
+   * `gone` (the session is gone or runs another turn). A worker asks again before it runs a turn
+   * whose context it read a while ago.
+   */
+  async turnState(sessionId: string, turnId: string): Promise<'running' | 'ended' | 'gone'> {
+    const [status, current, endedTurn] = await this.redis.hmget(
+      this.keys.session(sessionId),
+      'status',
+      'turn_id',
+      'ended_turn',
+    );
+    if (status === null) return 'gone';
+    if (status === 'running' && current === turnId) return 'running';
+    return endedTurn?.split(' ')[0] === turnId ? 'ended' : 'gone';
+  }
+
+  /**
    * Ends `turnId` compare-and-set (still running this turn): success appends and goes idle, error
    * goes to error and appends nothing. Wakes long-polls on every replica. `stale` = discarded.
    * `endedBy` is kept with the turn id (see endedBy()).

@@ -61,6 +61,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       // Read while the job may still wait for a free agent process: a running turn's history cannot
       // change (sends are refused), and a deletion aborts `cancel`.
       const found = await deps.store.getTurnContext(sessionId, turnId);
+      const readAt = clock();
       if (found && 'ended' in found) {
         // A reaper ended it while this job waited (its worker seemed gone: paused, partitioned)
         // and sent the turn's webhook: nothing to run, nothing more to tell.
@@ -76,6 +77,22 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         return;
       }
       child = await deps.pool.reserve(cancel);
+      if (child && !cancel.aborted && clock() - readAt >= CONTEXT_RECHECK_AFTER_MS) {
+        // The job waited for an agent process (or the worker was paused) since its context was
+        // read: a reaper may have ended the turn meanwhile and sent its webhook. Running it then
+        // would bill a turn whose result is discarded and report it as a deleted session's.
+        const state = await deps.store.turnState(sessionId, turnId);
+        if (state === 'ended') {
+          logger.info('turn already ended; its job is dropped');
+          trace?.end('cancelled');
+          return;
+        }
+        if (state === 'gone') {
+          ended('cancelled');
+          reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
+          return;
+        }
+      }
       if (!child && !cancel.aborted) {
         // The worker is shutting down before the turn started: hand the job back to the queue.
         trace?.end('requeued');
@@ -140,9 +157,13 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         });
         return;
       }
-      // Stale: the session was deleted while the turn ended, or a reaper already ended it.
+      // Stale: the session was deleted while the turn ended, or a reaper already ended it (and
+      // sent its webhook): a reaper that claimed the lease, or one that ended the turn before
+      // this worker leased it, which the session records as the turn's ender.
       logger.info('turn result discarded: the turn is no longer current');
-      if (stillLeased) reportCancelled(deps, turn, context.history, durationMs, traceId);
+      if (stillLeased && (await deps.store.endedBy(sessionId, turnId).catch(() => null)) === null) {
+        reportCancelled(deps, turn, context.history, durationMs, traceId);
+      }
     } catch (err) {
       if (!(err instanceof WaitingError)) {
         chatCalls?.abandon('failed');
@@ -162,6 +183,12 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     }
   };
 }
+
+/**
+ * A turn whose context was read this long before it got an agent process is checked again before
+ * it runs, ms: far below any lease or job lock a reaper waits out, above a free process's reserve.
+ */
+const CONTEXT_RECHECK_AFTER_MS = 250;
 
 /** Waits between tries of ending a turn while Redis does not answer, ms (the last one repeats). */
 const END_RETRY_DELAYS_MS = [100, 250, 500, 1000, 2000];

@@ -96,6 +96,57 @@ it('a job whose turn a reaper ended while it waited is dropped: not run, and no 
   expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toHaveLength(1);
 }, 30_000);
 
+it('a fetched job whose turn a reaper ended while it waited for an agent process is dropped: not run, no false "session deleted" webhook', async () => {
+  await worker.close();
+  worker = await startTestWorker(prefix, {
+    REDIS_URL: redis.url,
+    AGENT_MODULE: fixtureAgent('slow'),
+    WORKER_CONCURRENCY: '1',
+  });
+  const [busy, waiting] = [0, 1].map(() => request(api.app).post('/sessions').send({}));
+  const busyId = (await busy!).body.session_id as string;
+  const waitingId = (await waiting!).body.session_id as string;
+  const send = (id: string, delayMs: number, hook: string) =>
+    request(api.app)
+      .post(`/sessions/${id}/messages`)
+      .send({ content: hook, user_params: { delay_ms: delayMs }, webhook: { url: `${receiver.url}/${hook}` } });
+  expect((await send(busyId, 1500, 'busy')).status).toBe(202);
+  await waitFor(async () => (await readLeases()) === 1, 5000);
+  // The second job is fetched ahead and its context read; it waits for the one agent process.
+  expect((await send(waitingId, 4000, 'fetched')).status).toBe(202);
+  await waitFor(async () => (await api.turnQueue.counts()).active === 2, 5000);
+  // As a reaper does when the worker that fetched the job seems gone (paused, partitioned).
+  const turn = (await api.store.listRunningTurns()).find((running) => running.sessionId === waitingId)!;
+  expect(
+    await api.store.finishTurn(waitingId, turn.turnId, { kind: 'error', error: WORKER_LOST_ERROR }, 'reaper'),
+  ).toBe('applied');
+  await waitFor(() => receiver.received.some((delivery) => delivery.url === '/busy'), 5000);
+  // Not run: the job ends at once rather than after its agent's 4 s.
+  await waitFor(async () => (await api.turnQueue.counts()).active === 0, 2000);
+  await sleep(500);
+  expect(receiver.received.filter((delivery) => delivery.url === '/fetched')).toEqual([]);
+  expect((await request(api.app).get(`/sessions/${waitingId}`)).body).toMatchObject({
+    status: 'error',
+    error: WORKER_LOST_ERROR,
+  });
+}, 30_000);
+
+it('a leased turn a reaper ended (it checked for a lease just before the worker took one) gets no false "session deleted" webhook', async () => {
+  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+  const sent = await request(api.app)
+    .post(`/sessions/${id}/messages`)
+    .send({ content: 'raced', user_params: { delay_ms: 1000 }, webhook: { url: `${receiver.url}/raced` } });
+  expect(sent.status).toBe(202);
+  await waitFor(async () => (await readLeases()) === 1, 5000);
+  const turn = (await api.store.listRunningTurns()).find((running) => running.sessionId === id)!;
+  expect(await api.store.finishTurn(id, turn.turnId, { kind: 'error', error: WORKER_LOST_ERROR }, 'reaper')).toBe(
+    'applied',
+  );
+  await waitFor(async () => (await readLeases()) === 0 && (await api.turnQueue.counts()).active === 0, 5000);
+  await sleep(500);
+  expect(receiver.received.filter((delivery) => delivery.url === '/raced')).toEqual([]);
+}, 30_000);
+
 async function queueCounts(): Promise<{ waiting: number }> {
   return api.turnQueue.counts();
 }
