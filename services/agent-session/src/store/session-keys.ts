@@ -19,6 +19,11 @@ export interface SessionKeys {
   errored: string;
   /** Sorted set: one organization's session ids scored by creation (ms); `null` = sessions made without auth. */
   org(orgId: string | null): string;
+  /**
+   * String, expiring: a turn a reaper (or the API) ended, so a worker that takes its job later
+   * knows the webhook was sent even once the session is deleted.
+   */
+  endedTurn(turnId: string): string;
 }
 
 /** The key layout under `prefix` (e.g. `tollway:`). */
@@ -31,6 +36,7 @@ export function sessionKeys(prefix: string): SessionKeys {
     running: `${base}running`,
     errored: `${base}errored`,
     org: (orgId) => (orgId === null ? `${base}no-org` : `${base}org:${orgId}`),
+    endedTurn: (turnId) => `${base}ended:${turnId}`,
   };
 }
 

@@ -34,6 +34,12 @@ export interface SessionListItem {
   totalMessages: number;
 }
 
+/**
+ * How long the marker of a turn another than its worker ended lives, ms: past any pause of a
+ * worker that fetched its job (a failed job is kept 10 minutes).
+ */
+const ENDED_MARKER_TTL_MS = 3_600_000;
+
 /** How a turn ended, as the worker reports it. */
 /** Who ends a turn: its worker, a reaper that found it orphaned, or the API that could not queue it. */
 export type TurnEnder = 'worker' | 'reaper' | 'api';
@@ -203,8 +209,11 @@ export class SessionStore {
       .multi()
       .hmget(this.keys.session(sessionId), 'status', 'turn_id', 'ended_turn')
       .lrange(this.keys.history(sessionId), 0, -1)
+      .exists(this.keys.endedTurn(turnId))
       .exec();
     const [status, current, endedTurn] = (results?.[0]?.[1] as Array<string | null> | undefined) ?? [];
+    // Ended by a reaper (its webhook sent), then deleted: still ended, not a deleted session's turn.
+    if (results?.[2]?.[1] === 1) return { ended: true };
     if (status === null || status === undefined) return null;
     if (status !== 'running' || current !== turnId) {
       // Ended already (a reaper took it from a worker that stopped) or never this session's turn.
@@ -222,13 +231,13 @@ export class SessionStore {
    * whose context it read a while ago.
    */
   async turnState(sessionId: string, turnId: string): Promise<'running' | 'ended' | 'gone'> {
-    const [status, current, endedTurn] = await this.redis.hmget(
-      this.keys.session(sessionId),
-      'status',
-      'turn_id',
-      'ended_turn',
-    );
-    if (status === null) return 'gone';
+    const [hash, marked] = await Promise.all([
+      this.redis.hmget(this.keys.session(sessionId), 'status', 'turn_id', 'ended_turn'),
+      this.redis.exists(this.keys.endedTurn(turnId)),
+    ]);
+    const [status, current, endedTurn] = hash;
+    if (marked === 1) return 'ended';
+    if (status === null || status === undefined) return 'gone';
     if (status === 'running' && current === turnId) return 'running';
     return endedTurn?.split(' ')[0] === turnId ? 'ended' : 'gone';
   }
@@ -244,7 +253,7 @@ export class SessionStore {
     outcome: TurnOutcome,
     endedBy: TurnEnder = 'worker',
   ): Promise<'applied' | 'stale'> {
-    const tail =
+    const [text, ...append] =
       outcome.kind === 'success'
         ? [JSON.stringify(outcome.response), ...outcome.append.map((message) => JSON.stringify(message))]
         : [outcome.error];
@@ -256,8 +265,19 @@ export class SessionStore {
         this.keys.activity,
         this.keys.running,
         this.keys.errored,
+        this.keys.endedTurn(turnId),
       ],
-      [sessionId, turnId, this.clock(), this.eventsChannel, endedBy, outcome.kind, ...tail],
+      [
+        sessionId,
+        turnId,
+        this.clock(),
+        this.eventsChannel,
+        endedBy,
+        outcome.kind,
+        text,
+        ENDED_MARKER_TTL_MS,
+        ...append,
+      ],
     );
     return result as 'applied' | 'stale';
   }
@@ -268,14 +288,18 @@ export class SessionStore {
   }
 
   /**
-   * Who ended `turnId`, when it is the session's last ended turn; null otherwise (another turn
-   * ended since, or the session is gone). A worker whose finishTurn got no reply asks it.
+   * Who ended `turnId`: the session's record of its last ended turn, else the turn's ended marker
+   * (a reaper or the API ended it, the session may be gone since); null otherwise (ended by its
+   * worker and another turn ended since, or deleted). A worker whose finishTurn got no reply asks it.
    */
   async endedBy(sessionId: string, turnId: string): Promise<TurnEnder | null> {
-    const ended = await this.redis.hget(this.keys.session(sessionId), 'ended_turn');
-    if (ended === null) return null;
-    const [turn, by] = ended.split(' ');
-    return turn === turnId ? ((by ?? null) as TurnEnder | null) : null;
+    const [ended, marker] = await Promise.all([
+      this.redis.hget(this.keys.session(sessionId), 'ended_turn'),
+      this.redis.get(this.keys.endedTurn(turnId)),
+    ]);
+    const [turn, by] = ended?.split(' ') ?? [];
+    if (turn === turnId) return (by ?? null) as TurnEnder | null;
+    return marker as TurnEnder | null;
   }
 
   /**

@@ -73,7 +73,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       if (!context || cancel.aborted) {
         // Deleted before the turn started (a lost turn is reaped, never left for a later start).
         ended('cancelled');
-        reportCancelled(deps, turn, context?.history ?? null, clock() - startedAt, traceId);
+        await reportCancelled(deps, turn, context?.history ?? null, clock() - startedAt, traceId);
         return;
       }
       child = await deps.pool.reserve(cancel);
@@ -89,7 +89,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         }
         if (state === 'gone') {
           ended('cancelled');
-          reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
+          await reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
           return;
         }
       }
@@ -101,7 +101,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       }
       if (!child) {
         ended('cancelled');
-        reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
+        await reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
         return;
       }
       deps.metrics?.turnStarted();
@@ -134,7 +134,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
           deps.registration.forgetLease(sessionId, turnId);
           return true;
         });
-        if (stillLeased || !leased) reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
+        if (stillLeased || !leased) await reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
         return;
       }
       ended(outcome.kind === 'success' ? 'succeeded' : outcome.kind === 'timeout' ? 'timed_out' : 'failed');
@@ -158,12 +158,10 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
         return;
       }
       // Stale: the session was deleted while the turn ended, or a reaper already ended it (and
-      // sent its webhook): a reaper that claimed the lease, or one that ended the turn before
-      // this worker leased it, which the session records as the turn's ender.
+      // sent its webhook): one that claimed the lease, or one that ended the turn before this
+      // worker leased it (recorded as the turn's ender, which reportCancelled asks).
       logger.info('turn result discarded: the turn is no longer current');
-      if (stillLeased && (await deps.store.endedBy(sessionId, turnId).catch(() => null)) === null) {
-        reportCancelled(deps, turn, context.history, durationMs, traceId);
-      }
+      if (stillLeased) await reportCancelled(deps, turn, context.history, durationMs, traceId);
     } catch (err) {
       if (!(err instanceof WaitingError)) {
         chatCalls?.abandon('failed');
@@ -239,13 +237,18 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-function reportCancelled(
+/**
+ * Sends the turn's `turn cancelled: session deleted` webhook, unless a reaper (or the API) ended
+ * the turn first: it sent the turn's one webhook, and a deletion after it cancelled nothing.
+ */
+async function reportCancelled(
   deps: AgentTurnProcessorDeps,
   turn: AgentTurnJob,
   history: StoredMessage[] | null,
   durationMs: number,
   traceId: string | null,
-): void {
+): Promise<void> {
+  if ((await deps.store.endedBy(turn.session_id, turn.turn_id).catch(() => null)) !== null) return;
   deps.notifier.notify(turn, {
     sessionId: turn.session_id,
     end: { kind: 'error', error: TURN_CANCELLED_ERROR },

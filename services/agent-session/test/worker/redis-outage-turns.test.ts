@@ -147,6 +147,48 @@ it('a leased turn a reaper ended (it checked for a lease just before the worker 
   expect(receiver.received.filter((delivery) => delivery.url === '/raced')).toEqual([]);
 }, 30_000);
 
+it('a fetched job whose turn a reaper ended and whose session was then deleted sends no second webhook', async () => {
+  const [busy, waiting] = [0, 1].map(() => request(api.app).post('/sessions').send({}));
+  const busyId = (await busy!).body.session_id as string;
+  const waitingId = (await waiting!).body.session_id as string;
+  const send = (id: string, delayMs: number, hook: string) =>
+    request(api.app)
+      .post(`/sessions/${id}/messages`)
+      .send({ content: hook, user_params: { delay_ms: delayMs }, webhook: { url: `${receiver.url}/${hook}` } });
+  expect((await send(busyId, 1500, 'busy-2')).status).toBe(202);
+  await waitFor(async () => (await readLeases()) === 1, 5000);
+  expect((await send(waitingId, 4000, 'reaped-deleted')).status).toBe(202);
+  await waitFor(async () => (await api.turnQueue.counts()).active === 2, 5000);
+  // A reaper ends the turn (and sends its one webhook); the client then deletes the session.
+  const turn = (await api.store.listRunningTurns()).find((running) => running.sessionId === waitingId)!;
+  expect(
+    await api.store.finishTurn(waitingId, turn.turnId, { kind: 'error', error: WORKER_LOST_ERROR }, 'reaper'),
+  ).toBe('applied');
+  expect((await request(api.app).delete(`/sessions/${waitingId}`)).status).toBe(204);
+  await waitFor(() => receiver.received.some((delivery) => delivery.url === '/busy-2'), 5000);
+  await waitFor(async () => (await api.turnQueue.counts()).active === 0, 2000);
+  await sleep(500);
+  expect(receiver.received.filter((delivery) => delivery.url === '/reaped-deleted')).toEqual([]);
+}, 30_000);
+
+it('a queued job whose turn a reaper ended and whose session was then deleted sends no second webhook', async () => {
+  await worker.close();
+  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+  const sent = await request(api.app)
+    .post(`/sessions/${id}/messages`)
+    .send({ content: 'queued', user_params: { delay_ms: 10 }, webhook: { url: `${receiver.url}/queued-deleted` } });
+  expect(sent.status).toBe(202);
+  const turn = (await api.store.listRunningTurns()).find((running) => running.sessionId === id)!;
+  expect(await api.store.finishTurn(id, turn.turnId, { kind: 'error', error: WORKER_LOST_ERROR }, 'reaper')).toBe(
+    'applied',
+  );
+  expect((await request(api.app).delete(`/sessions/${id}`)).status).toBe(204);
+  worker = await startTestWorker(prefix, { REDIS_URL: redis.url, AGENT_MODULE: fixtureAgent('slow') });
+  await waitFor(async () => (await queueCounts()).waiting === 0, 5000);
+  await sleep(1000);
+  expect(receiver.received.filter((delivery) => delivery.url === '/queued-deleted')).toEqual([]);
+}, 30_000);
+
 async function queueCounts(): Promise<{ waiting: number }> {
   return api.turnQueue.counts();
 }

@@ -7,12 +7,15 @@ import { luaScript } from '@tollway/accounts';
  * session event that wakes long-polls, carrying the outcome (`response` JSON, and `error` on an
  * error) so a woken long-poll answers without reading the session.
  *
- * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] errored set
+ * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] errored set,
+ * KEYS[6] the turn's ended marker (set, expiring, when another than its worker ends it: the session
+ * may be deleted before the worker that fetched the job comes back, and the marker outlives it)
  * ARGV[1] session id, ARGV[2] turn id, ARGV[3] now (ms), ARGV[4] events channel,
  * ARGV[5] who ends it ('worker', 'reaper', 'api'; kept with the turn id in `ended_turn`, so a
  * worker that lost the reply can tell its own ending from another's),
  * ARGV[6] 'success' | 'error', ARGV[7] response JSON (success) or error message (error),
- * ARGV[8..] messages to append (success), one JSON message each
+ * ARGV[8] how long the ended marker lives (ms),
+ * ARGV[9..] messages to append (success), one JSON message each
  * returns 'applied', or 'stale' when the session is gone or runs another turn (nothing written)
  */
 export const finishTurnScript = luaScript(
@@ -23,8 +26,8 @@ local status = 'error'
 if ARGV[6] == 'success' then
   status = 'idle'
   local bytes = 0
-  for i = 8, #ARGV do bytes = bytes + #ARGV[i] end
-  for i = 8, #ARGV, 1000 do
+  for i = 9, #ARGV do bytes = bytes + #ARGV[i] end
+  for i = 9, #ARGV, 1000 do
     redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
   redis.call('HINCRBY', KEYS[1], 'history_bytes', bytes)
@@ -35,6 +38,7 @@ else
 end
 redis.call('HDEL', KEYS[1], 'turn_id', 'started_at')
 redis.call('HSET', KEYS[1], 'ended_turn', ARGV[2] .. ' ' .. ARGV[5])
+if ARGV[5] ~= 'worker' then redis.call('SET', KEYS[6], ARGV[5], 'PX', ARGV[8]) end
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 local event = { session_id = ARGV[1], turn_id = ARGV[2], status = status }
