@@ -67,9 +67,19 @@ export async function writeMetrics(registry: Registry, res: ServerResponse): Pro
     res.writeHead(200, { 'content-type': registry.contentType, 'cache-control': 'no-store' });
     res.end(text);
   } catch (err) {
-    res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' });
-    res.end(`collecting metrics failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    writeErrorEnvelope(res, 500, 'internal_error', `collecting metrics failed: ${errorText(err)}`);
   }
+}
+
+/** Answers in the services' error envelope, as every other refusal of their listeners. */
+function writeErrorEnvelope(res: ServerResponse, status: number, code: string, message: string): void {
+  const type = status >= 500 ? 'server_error' : 'invalid_request_error';
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(JSON.stringify({ error: { message, type, param: null, code } }));
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /** True for `GET /metrics` (with or without a query string). */
@@ -97,8 +107,7 @@ export function startMetricsServer(
       return;
     }
     req.resume();
-    res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
-    res.end('not found: this listener serves GET /metrics only\n');
+    writeErrorEnvelope(res, 404, 'not_found', 'Not found: this listener serves GET /metrics only.');
   }, limits);
   return new Promise((resolve, reject) => {
     server.once('error', reject);

@@ -29,7 +29,17 @@ describe('startMetricsServer', () => {
     const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
     expect(metrics.status).toBe(200);
     expect(await metrics.text()).toContain('service="test"');
-    expect((await fetch(`http://127.0.0.1:${port}/other`, { method: 'POST', body: 'x' })).status).toBe(404);
+    const other = await fetch(`http://127.0.0.1:${port}/other`, { method: 'POST', body: 'x' });
+    expect(other.status).toBe(404);
+    expect(other.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await other.json()).toEqual({
+      error: {
+        message: expect.stringContaining('GET /metrics only'),
+        type: 'invalid_request_error',
+        param: null,
+        code: 'not_found',
+      },
+    });
   });
 
   it('answers a head sent too slowly with 408 and closes, as the main listener does', async () => {
