@@ -35,4 +35,13 @@ describe('loadWorkerConfig: WEBHOOK_ALLOWED_HOSTS', () => {
       /WEBHOOK_ALLOWED_HOSTS: each CIDR/,
     );
   });
+
+  it.each(['exa mple.com', 'hooks.internal 10.0.0.0/8', 'a\tb'])(
+    'refuses the entry %j, which no host matches, naming the variable',
+    (entry) => {
+      expect(() => loadWorkerConfig({ env: { WEBHOOK_ALLOWED_HOSTS: `127.0.0.1,${entry}` }, argv: [] })).toThrow(
+        /WEBHOOK_ALLOWED_HOSTS: an entry must not hold blanks/,
+      );
+    },
+  );
 });

@@ -14,13 +14,17 @@ const commaList = z
       .filter((item) => item !== ''),
   );
 
-/** Host names, addresses and CIDRs; a CIDR that does not parse is refused at start, naming the variable. */
-const allowedHosts = commaList.refine(
-  (entries) => entries.every((entry) => !entry.includes('/') || ipaddr.isValidCIDR(entry)),
-  {
+/**
+ * Host names, addresses and CIDRs; a CIDR that does not parse, or an entry with a blank inside
+ * (which no host matches: `exa mple.com` allowed nothing, silently), is refused at start, naming the variable.
+ */
+const allowedHosts = commaList
+  .refine((entries) => entries.every((entry) => !/\s/.test(entry)), {
+    message: 'an entry must not hold blanks (separate entries with commas)',
+  })
+  .refine((entries) => entries.every((entry) => !entry.includes('/') || ipaddr.isValidCIDR(entry)), {
     message: 'each CIDR must be an address and a prefix length that fits it, e.g. 10.0.0.0/8 or fd00::/8',
-  },
-);
+  });
 
 const signingSecret = z
   .string()
