@@ -1,5 +1,8 @@
+import { Queue } from 'bullmq';
 import request from 'supertest';
+import { AGENT_TURN_QUEUE } from '@tollway/contracts';
 import { startPrivateRedis, type PrivateRedis } from '@tollway/service-kit/testing';
+import { turnQueuePrefix } from '../../src/store/turn-queue';
 import type { RunningWorker } from '../../src/worker/start-worker';
 import { WORKER_LOST_ERROR } from '../../src/worker/turn-reaper';
 import { startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
@@ -23,11 +26,13 @@ let redis: PrivateRedis;
 let api: ApiReplica;
 let worker: RunningWorker;
 let receiver: TestServer;
+let queue: Queue;
 
 beforeAll(async () => {
   redis = await startPrivateRedis();
   api = await startReplica(prefix, { redisUrl: redis.url });
   for (const connection of [api.redis, api.subscriber]) connection.on('error', () => undefined);
+  queue = new Queue(AGENT_TURN_QUEUE, { connection: api.redis, prefix: turnQueuePrefix(prefix) });
   receiver = await startTestServer((_req, res) => sendJson(res, 200, {}));
   worker = await startTestWorker(prefix, {
     REDIS_URL: redis.url,
@@ -39,6 +44,7 @@ beforeAll(async () => {
 }, 30_000);
 
 afterAll(async () => {
+  await queue.close().catch(() => undefined);
   await worker.close().catch(() => undefined);
   await receiver.close();
   await api.close().catch(() => undefined);
@@ -97,39 +103,17 @@ it('a job whose turn a reaper ended while it waited is dropped: not run, and no 
 }, 30_000);
 
 it('a fetched job whose turn a reaper ended while it waited for an agent process is dropped: not run, no false "session deleted" webhook', async () => {
-  await worker.close();
-  worker = await startTestWorker(prefix, {
-    REDIS_URL: redis.url,
-    AGENT_MODULE: fixtureAgent('slow'),
-    WORKER_CONCURRENCY: '1',
-  });
-  const [busy, waiting] = [0, 1].map(() => request(api.app).post('/sessions').send({}));
-  const busyId = (await busy!).body.session_id as string;
-  const waitingId = (await waiting!).body.session_id as string;
-  const send = (id: string, delayMs: number, hook: string) =>
-    request(api.app)
-      .post(`/sessions/${id}/messages`)
-      .send({ content: hook, user_params: { delay_ms: delayMs }, webhook: { url: `${receiver.url}/${hook}` } });
-  expect((await send(busyId, 1500, 'busy')).status).toBe(202);
-  await waitFor(async () => (await readLeases()) === 1, 5000);
-  // The second job is fetched ahead and its context read; it waits for the one agent process.
-  expect((await send(waitingId, 4000, 'fetched')).status).toBe(202);
-  await waitFor(async () => (await api.turnQueue.counts()).active === 2, 5000);
-  // As a reaper does when the worker that fetched the job seems gone (paused, partitioned).
-  const turn = (await api.store.listRunningTurns()).find((running) => running.sessionId === waitingId)!;
-  expect(
-    await api.store.finishTurn(waitingId, turn.turnId, { kind: 'error', error: WORKER_LOST_ERROR }, 'reaper'),
-  ).toBe('applied');
-  await waitFor(() => receiver.received.some((delivery) => delivery.url === '/busy'), 5000);
-  // Not run: the job ends at once rather than after its agent's 4 s.
-  await waitFor(async () => (await api.turnQueue.counts()).active === 0, 2000);
+  const { waitingId, turnId } = await reapFetchedBehindBusy('busy', 'fetched');
+  await waitFor(() => receiver.received.some((delivery) => delivery.url === '/busy'), 10_000);
+  // Not run: its job ends (completed, so removed) well before its agent's 20 s would.
+  await waitFor(async () => (await queue.getJobState(turnId)) === 'unknown', 10_000);
   await sleep(500);
   expect(receiver.received.filter((delivery) => delivery.url === '/fetched')).toEqual([]);
   expect((await request(api.app).get(`/sessions/${waitingId}`)).body).toMatchObject({
     status: 'error',
     error: WORKER_LOST_ERROR,
   });
-}, 30_000);
+}, 45_000);
 
 it('a leased turn a reaper ended (it checked for a lease just before the worker took one) gets no false "session deleted" webhook', async () => {
   const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
@@ -148,28 +132,14 @@ it('a leased turn a reaper ended (it checked for a lease just before the worker 
 }, 30_000);
 
 it('a fetched job whose turn a reaper ended and whose session was then deleted sends no second webhook', async () => {
-  const [busy, waiting] = [0, 1].map(() => request(api.app).post('/sessions').send({}));
-  const busyId = (await busy!).body.session_id as string;
-  const waitingId = (await waiting!).body.session_id as string;
-  const send = (id: string, delayMs: number, hook: string) =>
-    request(api.app)
-      .post(`/sessions/${id}/messages`)
-      .send({ content: hook, user_params: { delay_ms: delayMs }, webhook: { url: `${receiver.url}/${hook}` } });
-  expect((await send(busyId, 1500, 'busy-2')).status).toBe(202);
-  await waitFor(async () => (await readLeases()) === 1, 5000);
-  expect((await send(waitingId, 4000, 'reaped-deleted')).status).toBe(202);
-  await waitFor(async () => (await api.turnQueue.counts()).active === 2, 5000);
   // A reaper ends the turn (and sends its one webhook); the client then deletes the session.
-  const turn = (await api.store.listRunningTurns()).find((running) => running.sessionId === waitingId)!;
-  expect(
-    await api.store.finishTurn(waitingId, turn.turnId, { kind: 'error', error: WORKER_LOST_ERROR }, 'reaper'),
-  ).toBe('applied');
+  const { waitingId, turnId } = await reapFetchedBehindBusy('busy-2', 'reaped-deleted');
   expect((await request(api.app).delete(`/sessions/${waitingId}`)).status).toBe(204);
-  await waitFor(() => receiver.received.some((delivery) => delivery.url === '/busy-2'), 5000);
-  await waitFor(async () => (await api.turnQueue.counts()).active === 0, 2000);
+  await waitFor(() => receiver.received.some((delivery) => delivery.url === '/busy-2'), 10_000);
+  await waitFor(async () => (await queue.getJobState(turnId)) === 'unknown', 10_000);
   await sleep(500);
   expect(receiver.received.filter((delivery) => delivery.url === '/reaped-deleted')).toEqual([]);
-}, 30_000);
+}, 45_000);
 
 it('a queued job whose turn a reaper ended and whose session was then deleted sends no second webhook', async () => {
   await worker.close();
@@ -188,6 +158,41 @@ it('a queued job whose turn a reaper ended and whose session was then deleted se
   await sleep(1000);
   expect(receiver.received.filter((delivery) => delivery.url === '/queued-deleted')).toEqual([]);
 }, 30_000);
+
+/**
+ * On a worker of one agent process, a turn of 6 s runs while a second (of 20 s) is fetched ahead
+ * and waits for the process, its context read; a reaper then ends the waiting turn, as it does
+ * when the worker that fetched the job seems gone (paused, partitioned). Each turn's webhook goes
+ * to `/<hook>` of the receiver.
+ */
+async function reapFetchedBehindBusy(
+  busyHook: string,
+  waitingHook: string,
+): Promise<{ waitingId: string; turnId: string }> {
+  await worker.close();
+  worker = await startTestWorker(prefix, {
+    REDIS_URL: redis.url,
+    AGENT_MODULE: fixtureAgent('slow'),
+    WORKER_CONCURRENCY: '1',
+  });
+  const [busy, waiting] = [0, 1].map(() => request(api.app).post('/sessions').send({}));
+  const busyId = (await busy!).body.session_id as string;
+  const waitingId = (await waiting!).body.session_id as string;
+  const send = (id: string, delayMs: number, hook: string) =>
+    request(api.app)
+      .post(`/sessions/${id}/messages`)
+      .send({ content: hook, user_params: { delay_ms: delayMs }, webhook: { url: `${receiver.url}/${hook}` } });
+  // Long enough that the reaper below ends the second turn while it still waits, on a loaded machine too.
+  expect((await send(busyId, 6000, busyHook)).status).toBe(202);
+  await waitFor(async () => (await readLeases()) === 1, 5000);
+  expect((await send(waitingId, 20_000, waitingHook)).status).toBe(202);
+  await waitFor(async () => (await api.turnQueue.counts()).active === 2, 5000);
+  const turn = (await api.store.listRunningTurns()).find((running) => running.sessionId === waitingId)!;
+  expect(
+    await api.store.finishTurn(waitingId, turn.turnId, { kind: 'error', error: WORKER_LOST_ERROR }, 'reaper'),
+  ).toBe('applied');
+  return { waitingId, turnId: turn.turnId };
+}
 
 async function queueCounts(): Promise<{ waiting: number }> {
   return api.turnQueue.counts();
