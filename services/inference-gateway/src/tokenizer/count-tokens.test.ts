@@ -133,10 +133,12 @@ describe('token counting', () => {
     ['ASCII letters, then CJK', 'a'.repeat(128) + '日本語'.repeat(6667), 26_685],
     ['ASCII letters, then astral letters', 'a'.repeat(128) + '𝔘'.repeat(20_000), 60_016],
   ])('estimates a run whose first 128 characters are cheap near its count: %s', (_name, run, count) => {
-    // Estimated from its first 128 characters, the first run counted 2,516.
-    for (let i = 0; i < 20; i++) {
+    // Estimated from its first 128 characters, the first run counted 2,516. From 8 windows at a
+    // random offset, only the first can fall on the cheap letters (one time in about 19), and
+    // then it weighs an eighth: the estimate stays above 7/8 of the count, less rounding.
+    for (let i = 0; i < 50; i++) {
       const estimate = countTextTokens(run);
-      expect(estimate).toBeGreaterThan(count * 0.9);
+      expect(estimate).toBeGreaterThan(count * 0.85);
       expect(estimate).toBeLessThan(count * 1.1);
     }
   });
