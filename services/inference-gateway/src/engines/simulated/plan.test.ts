@@ -6,6 +6,27 @@ import { renderCompletion, renderStep, tokenSteps } from './render';
 const base: CreateChatCompletionRequest = { model: 'm/x', messages: [{ role: 'user', content: 'Describe the sea.' }] };
 const options = { defaultMaxTokens: 64, reasoning: false };
 
+/**
+ * The plan of `n` answers of 20 tokens whose tool call and JSON answer must follow `schema`,
+ * checked to take under a second (hostile schemas held the event loop for seconds).
+ */
+function planForcedToolCall(schema: unknown, n: number) {
+  const started = performance.now();
+  const answer = planCompletion(
+    {
+      ...base,
+      max_tokens: 20,
+      n,
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
+      tools: [{ type: 'function', function: { name: 'f', parameters: schema } }],
+      tool_choice: 'required',
+    } as never,
+    options,
+  );
+  expect(performance.now() - started).toBeLessThan(1000);
+  return answer;
+}
+
 describe('simulated completion plan', () => {
   it('is deterministic for a prompt and seed, and changes with either', () => {
     const text = (request: CreateChatCompletionRequest) =>
@@ -127,19 +148,7 @@ describe('simulated completion plan', () => {
     let schema: unknown = { type: 'object', properties };
     for (let depth = 0; depth < 6; depth++) schema = { type: 'array', items: schema };
     if (kind === 'long') schema = { type: 'object', properties: { ['x'.repeat(100_000)]: { type: 'string' } } };
-    const started = performance.now();
-    const answer = planCompletion(
-      {
-        ...base,
-        max_tokens: 20,
-        n: 4,
-        response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
-        tools: [{ type: 'function', function: { name: 'f', parameters: schema } }],
-        tool_choice: 'required',
-      } as never,
-      options,
-    );
-    expect(performance.now() - started).toBeLessThan(1000);
+    const answer = planForcedToolCall(schema, 4);
     for (const choice of answer.choices) {
       expect(choice.toolCall!.argumentPieces.length).toBeLessThanOrEqual(20);
       expect(choice.finishReason).toBe('length');
@@ -151,18 +160,7 @@ describe('simulated completion plan', () => {
     ['an object (as an empty object)', { type: 'object', properties: 'x'.repeat(3_000_000) }, /^\{\}$/],
     ['a schema without a type (as a string)', { properties: 'x'.repeat(3_000_000) }, /^"\w+"$/],
   ])('samples %s whose properties are a 3 MB string at once', (_name, schema, expected) => {
-    const started = performance.now();
-    const answer = planCompletion(
-      {
-        ...base,
-        max_tokens: 20,
-        response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
-        tools: [{ type: 'function', function: { name: 'f', parameters: schema } }],
-        tool_choice: 'required',
-      } as never,
-      options,
-    );
-    expect(performance.now() - started).toBeLessThan(1000);
+    const answer = planForcedToolCall(schema, 1);
     expect(answer.choices[0]!.toolCall!.argumentPieces.join('')).toMatch(expected);
   });
 
