@@ -18,6 +18,8 @@ import { allowedMethods, OPEN_PATHS, sessionPaths } from './api/allowed-methods'
 import { authenticateOrg, type OrgAuthenticator } from './api/auth';
 import { healthRouter, type WorkerStatsReader } from './api/health.route';
 import { messagesRouter } from './api/messages.route';
+import { eventsRouter } from './api/events.route';
+import type { EventReaderHub } from './streaming/event-reader-hub';
 import type { TurnQueue } from './api/route-deps';
 import { sessionErrors } from './api/session-errors';
 import { sessionsRouter } from './api/sessions.route';
@@ -34,6 +36,8 @@ export interface AppDeps {
   store: SessionStore;
   /** Must be started (subscribed) before long-polls are served. */
   hub: SessionEventHub;
+  /** Serves `GET /sessions/{id}/events` and sends answered as streams; started. Absent: neither is served. */
+  events?: EventReaderHub | null;
   turnQueue: TurnQueue;
   /** Null turns authentication off (`--no-auth`): every caller is org null. */
   authenticator: OrgAuthenticator | null;
@@ -101,14 +105,16 @@ export function buildApp(deps: AppDeps): Express {
     '/sessions',
     jsonBody({ maxBytes: deps.maxBodyBytes, maxDepth: deps.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH }),
   );
-  app.use(allowedMethods(sessionPaths(deps.allowCustomIds)));
+  app.use(allowedMethods(sessionPaths(deps.allowCustomIds, Boolean(deps.events))));
   const routeDeps = {
     ...deps,
+    events: deps.events ?? null,
     clock: deps.clock ?? Date.now,
     maxHistoryBytes: deps.maxHistoryBytes ?? DEFAULT_MAX_HISTORY_BYTES,
   };
   app.use(sessionsRouter(routeDeps));
   app.use(messagesRouter(routeDeps));
+  if (routeDeps.events) app.use(eventsRouter({ ...routeDeps, events: routeDeps.events }));
   app.use(notFoundHandler((path) => sessionErrors.routeNotFound(path)));
   app.use(malformedPath);
   app.use(redisFailureAs503);

@@ -23,6 +23,10 @@ export const SHARED_CONFIG_FIELDS = {
   redisPrefix: z.string().default('tollway:'),
   /** winston log level; default `info`. */
   logLevel: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
+  /** Most entries a session's event log keeps (oldest trimmed first, approximately); default 10 000. */
+  eventLogMaxEntries: z.coerce.number().int().min(100).max(10_000_000).default(10_000),
+  /** How long a session's event log lives after its last event, ms; default 600 000 (10 minutes). */
+  eventLogRetentionMs: durationMs(1000).default(600_000),
   /** Metrics and tracing (METRICS_ENABLED, METRICS_PORT, METRICS_HOST, OTEL_*): see @tollway/telemetry. */
   ...TELEMETRY_CONFIG_FIELDS,
 };
@@ -32,6 +36,8 @@ export const SHARED_CONFIG_SOURCES = {
   redisUrl: { env: 'REDIS_URL', flag: 'redis-url' },
   redisPrefix: { env: 'REDIS_PREFIX', flag: 'redis-prefix' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
+  eventLogMaxEntries: { env: 'SESSION_EVENTS_MAX_ENTRIES' },
+  eventLogRetentionMs: { env: 'SESSION_EVENTS_RETENTION_MS' },
   ...TELEMETRY_CONFIG_SOURCES,
 } satisfies Record<keyof typeof SHARED_CONFIG_FIELDS, ConfigSource>;
 
@@ -68,6 +74,12 @@ const apiSchema = z.object({
     .default(4 * 1024 * 1024),
   /** Deepest nesting of arrays and objects in a body, checked before parsing; default 64. Deeper gets 400 `invalid_json`. */
   maxJsonDepth: z.coerce.number().int().min(2).max(10_000).default(64),
+  /** A heartbeat comment on every event stream this often, ms; default 15 000. */
+  eventsHeartbeatMs: durationMs(100).default(15_000),
+  /** Bytes an event stream's client may leave unread before it is dropped (it resumes by id); default 1 MiB. */
+  eventsReaderBufferBytes: z.coerce.number().int().min(16_384).default(1_048_576),
+  /** Event streams one organization may hold open on one API process; default 1000. More get 429. */
+  eventsMaxStreamsPerOrg: z.coerce.number().int().min(1).default(1000),
   ...HTTP_LIMIT_FIELDS,
 });
 
@@ -85,6 +97,9 @@ const apiSources = {
   maxBodyBytes: { env: 'SESSIONS_MAX_BODY_BYTES', flag: 'max-body-bytes' },
   maxHistoryBytes: { env: 'SESSIONS_MAX_HISTORY_BYTES', flag: 'max-history-bytes' },
   maxJsonDepth: { env: 'SESSIONS_MAX_JSON_DEPTH' },
+  eventsHeartbeatMs: { env: 'SESSION_EVENTS_HEARTBEAT_MS' },
+  eventsReaderBufferBytes: { env: 'SESSION_EVENTS_READER_BUFFER_BYTES' },
+  eventsMaxStreamsPerOrg: { env: 'SESSION_EVENTS_MAX_STREAMS_PER_ORG' },
   ...HTTP_LIMIT_SOURCES,
 } satisfies Record<keyof z.infer<typeof apiSchema>, ConfigSource>;
 
@@ -93,6 +108,8 @@ export interface ApiConfig extends HttpLimits, TelemetryConfig {
   redisUrl: string;
   redisPrefix: string;
   logLevel: z.infer<typeof SHARED_CONFIG_FIELDS.logLevel>;
+  eventLogMaxEntries: number;
+  eventLogRetentionMs: number;
   port: number;
   host: string;
   /** TTL sweep period in seconds; 0 = never sweep. */
@@ -107,6 +124,9 @@ export interface ApiConfig extends HttpLimits, TelemetryConfig {
   maxBodyBytes: number;
   maxHistoryBytes: number;
   maxJsonDepth: number;
+  eventsHeartbeatMs: number;
+  eventsReaderBufferBytes: number;
+  eventsMaxStreamsPerOrg: number;
 }
 
 /** Parses the API's flags and environment once; throws a ConfigError naming a bad value. */

@@ -13,6 +13,7 @@ import { buildApp } from './app';
 import { loadApiConfig } from './config';
 import { SessionEventHub } from './store/session-event-hub';
 import { SessionStore } from './store/session-store';
+import { EventReaderHub } from './streaming/event-reader-hub';
 import { startSessionSweeper } from './store/session-sweeper';
 import { startOrganizationPurge } from './store/organization-purge';
 import { TurnQueueProducer } from './store/turn-queue';
@@ -42,10 +43,28 @@ async function main(): Promise<void> {
   // the organization-change channel (the purge of deleted organizations' sessions).
   const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
   const queueConnection = createRedis(config.redisUrl, { name: 'agent-session:queue', failFast: true });
+  // The session event streams' one blocking read (XREAD BLOCK holds its connection). A read the
+  // connection lost is not sent again: the hub reads again, from its own cursors.
+  const eventReader = createRedis(config.redisUrl, {
+    name: 'agent-session:event-reader',
+    maxRetriesPerRequest: null,
+    extra: { autoResendUnfulfilledCommands: false, enableAutoPipelining: false },
+  });
 
-  const store = new SessionStore({ redis, prefix: config.redisPrefix });
+  const eventLog = { maxEntries: config.eventLogMaxEntries, retentionMs: config.eventLogRetentionMs };
+  const store = new SessionStore({ redis, prefix: config.redisPrefix, eventLog });
   const hub = new SessionEventHub(subscriber, config.redisPrefix);
   await hub.start();
+  const events = new EventReaderHub({
+    redis,
+    reader: eventReader,
+    prefix: config.redisPrefix,
+    logger,
+    heartbeatMs: config.eventsHeartbeatMs,
+    clientBufferBytes: config.eventsReaderBufferBytes,
+    maxStreamsPerOrg: config.eventsMaxStreamsPerOrg,
+  });
+  events.start();
   const authenticator = config.authEnabled
     ? createKeyAuthenticator({ redis, subscriber, prefix: config.redisPrefix })
     : null;
@@ -75,6 +94,7 @@ async function main(): Promise<void> {
       queueCounts: () => turnQueue.counts(),
       workerStats: () => readWorkerStats(redis, config.redisPrefix),
       longPollWaiters: () => hub.size,
+      eventStreams: () => events.size,
     });
   }
   const app = buildApp({
@@ -85,6 +105,7 @@ async function main(): Promise<void> {
     redis,
     store,
     hub,
+    events,
     turnQueue,
     authenticator,
     workerStats: () => readWorkerStats(redis, config.redisPrefix),
@@ -140,6 +161,7 @@ async function main(): Promise<void> {
       run: () => {
         const closed = closeServer(server);
         hub.close();
+        void events.close();
         return closed;
       },
     },
@@ -150,7 +172,10 @@ async function main(): Promise<void> {
     { name: 'organization purge', run: () => purge?.stop() },
     { name: 'queue', run: () => turnQueue.close() },
     { name: 'auth', run: () => authenticator?.close() },
-    { name: 'redis', run: () => Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit()]) },
+    {
+      name: 'redis',
+      run: () => Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit(), eventReader.quit()]),
+    },
     { name: 'tracing', run: () => tracing?.shutdown() },
   ]);
 }

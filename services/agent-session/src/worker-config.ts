@@ -82,6 +82,8 @@ const workerSchema = z.object({
   stalledIntervalMs: durationMs(100).default(5000),
   /** How often the reaper looks for orphaned turns, in ms; default 1000. */
   reaperIntervalMs: durationMs(50).default(1000),
+  /** Least time between two writes of one turn's events to its session's log, ms; default 50. */
+  eventsFlushMs: durationMs(1).default(50),
 });
 
 const workerSources = {
@@ -105,6 +107,7 @@ const workerSources = {
   jobLockDurationMs: { env: 'JOB_LOCK_DURATION_MS' },
   stalledIntervalMs: { env: 'STALLED_INTERVAL_MS' },
   reaperIntervalMs: { env: 'REAPER_INTERVAL_MS' },
+  eventsFlushMs: { env: 'SESSION_EVENTS_FLUSH_MS' },
 } satisfies Record<keyof z.infer<typeof workerSchema>, ConfigSource>;
 
 type ParsedWorkerConfig = z.infer<typeof workerSchema>;

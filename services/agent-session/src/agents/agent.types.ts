@@ -1,4 +1,5 @@
 import type OpenAI from 'openai';
+import type { AgentCustomEvent, MessageDeltaEvent, ToolCallDeltaEvent, ToolResultEvent } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
 import type { StoredMessage } from '../store/session-store';
 
@@ -48,7 +49,41 @@ export interface AgentContext {
   /** Aborted when the turn is cancelled (session deleted) or times out. */
   signal: AbortSignal;
   settings: AgentSettings;
+  /**
+   * The turn's events, as readers of `GET /sessions/{id}/events` see them: what the agent writes
+   * as it writes it, and events of its own. `streamModel` forwards a model call's deltas here.
+   */
+  events: AgentEvents;
 }
+
+/**
+ * How an agent tells readers of its session what it does while the turn runs. Calls are cheap
+ * and never wait: the worker batches the events, and writes them only while the session has
+ * readers (a reader that comes mid-turn gets the text written so far in its first delta).
+ */
+export interface AgentEvents {
+  /**
+   * Starts the turn's next assistant message and returns its index (0 for the first); later
+   * deltas belong to it. Call it once per model call whose output you forward.
+   */
+  startMessage(): number;
+  /** Text of the current assistant message as it is written (`message.delta`). */
+  delta(delta: { content?: string; reasoning_content?: string }): void;
+  /** A tool call of the current message as the model forms it (`tool_call.delta`). */
+  toolCallDelta(delta: { index: number; id?: string; name?: string; arguments?: string }): void;
+  /** The result of a tool call the agent ran itself (`tool.result`). */
+  toolResult(result: { tool_call_id: string; content: string | null }): void;
+  /**
+   * An event of the agent's own (`agent.event`): `name` of 1–128 characters, `data` any JSON value
+   * of at most 64 KiB. Throws a TypeError otherwise.
+   */
+  emit(name: string, data?: unknown): void;
+}
+
+type WithoutTurn<T> = T extends unknown ? Omit<T, 'session_id' | 'turn_id'> : never;
+
+/** An event of a turn as its agent process reports it; the worker adds the session and turn ids. */
+export type AgentStreamEvent = WithoutTurn<MessageDeltaEvent | ToolCallDeltaEvent | ToolResultEvent | AgentCustomEvent>;
 
 /** What an agent returns. */
 export interface AgentResult {

@@ -1,9 +1,9 @@
-import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import type { ChatCompletionCreateParamsBase } from 'openai/resources/chat/completions';
 import type { StoredMessage } from '../store/session-store';
 import type { Agent } from './agent.types';
 import { CALCULATOR_TOOL, runCalculator } from './calculator-tool';
 import { fromResponseMessage, parseChatUserParams, samplingFields, toRequestMessage } from './chat-messages';
-import { callModel } from './model-call';
+import { streamModel } from './model-call';
 
 /** Most model calls of one turn, so a model that keeps calling tools cannot loop forever. */
 const MAX_ROUNDS = 5;
@@ -11,7 +11,8 @@ const MAX_ROUNDS = 5;
 /**
  * Example agent with a tool (`AGENT_MODULE=…/agents/calculator.agent`): offers the model a
  * `calculator` tool, runs every tool call it makes, and appends the assistant tool-call message,
- * each tool result (`role: tool`) and the final answer to the history.
+ * each tool result (`role: tool`) and the final answer to the history. Its model calls are
+ * streamed to the session's readers, and each tool result is told them as a `tool.result` event.
  */
 const calculatorAgent: Agent = async (input, ctx) => {
   const params = parseChatUserParams(input.userParams);
@@ -23,9 +24,8 @@ const calculatorAgent: Agent = async (input, ctx) => {
       model: params.model ?? ctx.settings.defaultModel,
       messages: [...input.history, input.message, ...appended].map(toRequestMessage),
       tools: [CALCULATOR_TOOL],
-      stream: false,
-    } as ChatCompletionCreateParamsNonStreaming;
-    const completion = await callModel(ctx, body);
+    } as ChatCompletionCreateParamsBase;
+    const completion = await streamModel(ctx, body);
     totalTokens += completion.usage?.total_tokens ?? 0;
     const choice = completion.choices[0];
     if (!choice) throw new Error('the model returned no choices');
@@ -40,6 +40,7 @@ const calculatorAgent: Agent = async (input, ctx) => {
           : `error: unknown tool "${call.type === 'function' ? call.function.name : call.type}"`;
       ctx.logger.debug('tool call', { tool: call.type === 'function' ? call.function.name : call.type });
       appended.push({ role: 'tool', content: result, tool_call_id: call.id });
+      ctx.events.toolResult({ tool_call_id: call.id, content: result });
     }
   }
   throw new Error(`the model still called tools after ${MAX_ROUNDS} rounds`);

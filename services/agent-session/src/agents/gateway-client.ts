@@ -107,13 +107,22 @@ function modelOf(init: RequestInit | undefined): string {
 /**
  * The response handed to the SDK, the call ended once its body is read and before the SDK sees
  * it, so the call's end reaches the worker ahead of the turn's result: a JSON completion is read
- * here for its usage and handed on as text; a stream (no usage without parsing its events) ends
- * when its last chunk has passed through.
+ * here for its usage and handed on as text; a stream ends when its last chunk has passed through,
+ * with the model, usage and finish reasons its chunks reported.
  */
 async function observedResponse(response: Response, end: (outcome: ChatCallEnd) => void): Promise<Response> {
   const init = { status: response.status, statusText: response.statusText, headers: response.headers };
   if (response.headers.get('content-type')?.includes('text/event-stream') && response.body) {
-    return new Response(response.body.pipeThrough(new TransformStream({ flush: () => end({}) })), init);
+    const scanner = new StreamUsageScanner();
+    const decoder = new TextDecoder();
+    const observed = new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        scanner.feed(decoder.decode(chunk, { stream: true }));
+        controller.enqueue(chunk);
+      },
+      flush: () => end(scanner.outcome()),
+    });
+    return new Response(response.body.pipeThrough(observed), init);
   }
   let text: string;
   try {
@@ -128,6 +137,41 @@ async function observedResponse(response: Response, end: (outcome: ChatCallEnd) 
     end({ errorType: 'invalid_response' });
   }
   return new Response(text, init);
+}
+
+/**
+ * Reads the `data:` lines of a chat stream as they pass for what the metrics want: the model,
+ * the last usage reported and the finish reasons. Lines that are not chunks are skipped.
+ */
+class StreamUsageScanner {
+  private rest = '';
+  private model: unknown;
+  private usage: ChatCompletionLike['usage'];
+  private readonly finishReasons: unknown[] = [];
+
+  feed(text: string): void {
+    const lines = (this.rest + text).split('\n');
+    this.rest = lines.pop() ?? '';
+    for (const line of lines) {
+      if (!line.startsWith('data:') || !line.includes('{')) continue;
+      try {
+        const chunk = JSON.parse(line.slice(5)) as ChatCompletionLike;
+        this.model ??= chunk.model;
+        if (chunk.usage) this.usage = chunk.usage;
+        for (const choice of chunk.choices ?? []) if (choice.finish_reason) this.finishReasons.push(choice.finish_reason);
+      } catch {
+        // not a chunk: the metrics do without it
+      }
+    }
+  }
+
+  outcome(): ChatCallEnd {
+    return usageOf({
+      model: this.model,
+      usage: this.usage,
+      choices: this.finishReasons.map((reason) => ({ finish_reason: reason })),
+    });
+  }
 }
 
 interface ChatCompletionLike {

@@ -1,6 +1,12 @@
 import OpenAI from 'openai';
-import type { ChatCompletion, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletion,
+  ChatCompletionCreateParamsBase,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionCreateParamsStreaming,
+} from 'openai/resources/chat/completions';
 import type { AgentContext } from './agent.types';
+import { CompletionAssembler } from './chat-stream';
 import { gatewayErrorMessage } from './gateway-client';
 
 /** A server-advised delay longer than this is ignored in favour of our own back-off (as openai-node does). */
@@ -72,23 +78,21 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
- * One non-streaming chat completion through the gateway, retried per the retry guidance within
- * `settings.maxModelTries` tries. A call that still fails throws a ModelCallError carrying the
- * gateway's message.
+ * Runs `call` with the retry guidance within `settings.maxModelTries` tries. A try that `call`
+ * marks as committed (its output already forwarded) is never retried: what readers saw cannot be
+ * taken back. A call that still fails throws a ModelCallError carrying the gateway's message.
  */
-export async function callModel(
-  ctx: AgentContext,
-  body: ChatCompletionCreateParamsNonStreaming,
-): Promise<ChatCompletion> {
+async function withModelRetries<T>(ctx: AgentContext, call: (attempt: { committed: boolean }) => Promise<T>): Promise<T> {
   const { maxModelTries, retryBaseDelayMs, retryMaxDelayMs } = ctx.settings;
   for (let attempt = 1; ; attempt++) {
+    const state = { committed: false };
     try {
-      return await ctx.openai.chat.completions.create(body, { signal: ctx.signal });
+      return await call(state);
     } catch (err) {
       if (ctx.signal.aborted) throw err;
       const decision = retryDecision(err);
       const status = err instanceof OpenAI.APIError ? err.status : undefined;
-      if (!decision.retry || attempt >= maxModelTries) {
+      if (!decision.retry || state.committed || attempt >= maxModelTries) {
         throw new ModelCallError(gatewayErrorMessage(err), status, { cause: err });
       }
       const delay = decision.advisedDelayMs ?? backoffDelayMs(attempt, retryBaseDelayMs, retryMaxDelayMs);
@@ -96,4 +100,45 @@ export async function callModel(
       await sleep(delay, ctx.signal);
     }
   }
+}
+
+/**
+ * One non-streaming chat completion through the gateway, retried per the retry guidance within
+ * `settings.maxModelTries` tries. A call that still fails throws a ModelCallError carrying the
+ * gateway's message.
+ */
+export function callModel(ctx: AgentContext, body: ChatCompletionCreateParamsNonStreaming): Promise<ChatCompletion> {
+  return withModelRetries(ctx, () => ctx.openai.chat.completions.create(body, { signal: ctx.signal }));
+}
+
+/**
+ * One chat completion through the gateway as a stream (`stream: true`, with usage), its content,
+ * reasoning and tool-call deltas forwarded to `ctx.events` as they come, under a new assistant
+ * message index; resolves the completion the chunks make (as `callModel` would have answered).
+ * Retried like `callModel` until its first delta is forwarded; a stream that breaks after it
+ * fails the call, since what readers saw cannot be taken back.
+ */
+export function streamModel(ctx: AgentContext, body: ChatCompletionCreateParamsBase): Promise<ChatCompletion> {
+  const request: ChatCompletionCreateParamsStreaming = {
+    ...body,
+    stream: true,
+    stream_options: { ...body.stream_options, include_usage: true },
+  };
+  return withModelRetries(ctx, async (attempt) => {
+    const stream = await ctx.openai.chat.completions.create(request, { signal: ctx.signal });
+    const assembler = new CompletionAssembler();
+    for await (const chunk of stream) {
+      const deltas = assembler.add(chunk);
+      if (deltas.content === undefined && deltas.reasoning_content === undefined && deltas.toolCalls.length === 0) {
+        continue;
+      }
+      if (!attempt.committed) {
+        attempt.committed = true;
+        ctx.events.startMessage();
+      }
+      if (deltas.content !== undefined || deltas.reasoning_content !== undefined) ctx.events.delta(deltas);
+      for (const call of deltas.toolCalls) ctx.events.toolCallDelta(call);
+    }
+    return assembler.completion();
+  });
 }

@@ -16,9 +16,13 @@ export const OPEN_PATHS: readonly KnownPath[] = [
   { pattern: /^\/(?:health|healthz|readyz|openapi\.json|metrics)\/?$/i, allow: 'GET, HEAD' },
 ];
 
-/** Paths behind the organization key; PUT of a session only with `--allow-custom-ids`. */
-export function sessionPaths(allowCustomIds: boolean): readonly KnownPath[] {
+/**
+ * Paths behind the organization key; PUT of a session only with `--allow-custom-ids`, the events
+ * of a session where the process serves them.
+ */
+export function sessionPaths(allowCustomIds: boolean, events = false): readonly KnownPath[] {
   return [
+    ...(events ? [{ pattern: /^\/sessions\/[^/]+\/events\/?$/i, allow: 'GET, HEAD' }] : []),
     { pattern: /^\/sessions\/?$/i, allow: 'GET, HEAD, POST' },
     allowCustomIds
       ? { pattern: /^\/sessions\/[^/]+\/?$/i, allow: 'GET, HEAD, PUT, DELETE' }

@@ -2,6 +2,7 @@ import type { AgentTurnJob } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
 import type { SessionEventHub } from '../store/session-event-hub';
 import type { SessionStore } from '../store/session-store';
+import type { EventReaderHub } from '../streaming/event-reader-hub';
 
 /** Hands an accepted turn to the workers; rejects when the queue is unreachable. */
 export interface TurnQueue {
@@ -14,6 +15,8 @@ export interface TurnQueue {
 export interface SessionRouteDeps {
   store: SessionStore;
   hub: SessionEventHub;
+  /** Serves the session event streams; null: none (no events route, and every send answers 202). */
+  events: EventReaderHub | null;
   turnQueue: TurnQueue;
   logger: Logger;
   /** Session cap (`--max-sessions`). */

@@ -20,6 +20,15 @@ export const sessionErrors = {
       cause: error,
     });
   },
+  /** 400: a `Last-Event-ID` header or `last_event_id` query that is not an event id. */
+  invalidEventId(param: 'Last-Event-ID' | 'last_event_id'): ServiceError {
+    return new ServiceError({
+      status: 400,
+      code: SESSION_ERROR_CODES.invalidRequest,
+      param,
+      message: `Invalid ${param}: an event id is <milliseconds>-<sequence>, two 64-bit unsigned numbers, as the stream's id fields give it.`,
+    });
+  },
   invalidSessionId(): ServiceError {
     return new ServiceError({
       status: 400,
@@ -82,6 +91,15 @@ export const sessionErrors = {
       message:
         `The session's history would exceed ${maxHistoryBytes} bytes, more than one model request can carry. ` +
         'Start a new session, or carry a summary over in its state.',
+    });
+  },
+  tooManyStreams(max: number): ServiceError {
+    return new ServiceError({
+      status: 429,
+      type: 'rate_limit_error',
+      code: SESSION_ERROR_CODES.tooManyStreams,
+      message: `Your organization holds ${max} event streams on this server, its maximum; close one first.`,
+      headers: { 'Retry-After': '1' },
     });
   },
   limitReached(maxSessions: number): ServiceError {

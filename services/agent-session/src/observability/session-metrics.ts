@@ -51,6 +51,8 @@ export interface ApiMetricsSources {
   workerStats(): Promise<{ maxWorkers: number; runningWorkers: number }>;
   /** Long-poll requests waiting in this process. */
   longPollWaiters(): number;
+  /** Event streams open in this process; absent: not served. */
+  eventStreams?(): number;
 }
 
 /**
@@ -141,6 +143,17 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
       this.set(sources.longPollWaiters());
     },
   });
+  const { eventStreams } = sources;
+  if (eventStreams) {
+    new Gauge({
+      name: 'tollway_event_streams_open',
+      help: 'GET /sessions/{id}/events streams (and sends answered as streams) open in this process',
+      registers,
+      collect() {
+        this.set(eventStreams());
+      },
+    });
+  }
 }
 
 /**

@@ -5,6 +5,15 @@ import { deleteSessionScript } from './lua/delete-session.script';
 import { finishTurnScript } from './lua/finish-turn.script';
 import { startTurnScript } from './lua/start-turn.script';
 import { sessionEventsChannel, sessionKeys, turnCancelChannel, type SessionKeys } from './session-keys';
+import {
+  DEFAULT_EVENT_LOG_RETENTION,
+  DELETED_LOG_GRACE_MS,
+  streamKeys,
+  type EventLogRetention,
+  type StreamKeys,
+  type TurnEndEvents,
+} from './event-log-keys';
+import { TURN_CANCELLED_ERROR } from '../domain/session-rules';
 
 export { sessionEventsChannel, turnCancelChannel } from './session-keys';
 
@@ -60,6 +69,8 @@ export interface SessionStoreOptions {
   prefix: string;
   /** Unix ms; injectable so TTL tests need no sleeping. Default `Date.now`. */
   clock?: () => number;
+  /** Retention of the session event logs; default DEFAULT_EVENT_LOG_RETENTION. */
+  eventLog?: EventLogRetention;
 }
 
 const ORG_NONE = '';
@@ -74,6 +85,8 @@ export class SessionStore {
   readonly prefix: string;
   private readonly redis: Redis;
   private readonly keys: SessionKeys;
+  private readonly streams: StreamKeys;
+  private readonly eventLog: EventLogRetention;
   private readonly clock: () => number;
   private readonly eventsChannel: string;
   private readonly cancelChannel: string;
@@ -82,6 +95,8 @@ export class SessionStore {
     this.redis = options.redis;
     this.prefix = options.prefix;
     this.keys = sessionKeys(options.prefix);
+    this.streams = streamKeys(options.prefix);
+    this.eventLog = options.eventLog ?? DEFAULT_EVENT_LOG_RETENTION;
     this.clock = options.clock ?? Date.now;
     this.eventsChannel = sessionEventsChannel(options.prefix);
     this.cancelChannel = turnCancelChannel(options.prefix);
@@ -245,14 +260,24 @@ export class SessionStore {
   /**
    * Ends `turnId` compare-and-set (still running this turn): success appends and goes idle, error
    * goes to error and appends nothing. Wakes long-polls on every replica. `stale` = discarded.
-   * `endedBy` is kept with the turn id (see endedBy()).
+   * `endedBy` is kept with the turn id (see endedBy()). The turn's ending event (and `events`,
+   * those its worker had not written) goes to the session's event log when it has readers.
    */
   async finishTurn(
     sessionId: string,
     turnId: string,
     outcome: TurnOutcome,
     endedBy: TurnEnder = 'worker',
+    events?: TurnEndEvents,
   ): Promise<'applied' | 'stale'> {
+    const stream = {
+      n: this.eventLog.maxEntries,
+      r: this.eventLog.retentionMs,
+      w: events?.mode ?? 'check',
+      s: events?.startId ?? '',
+      m: events?.traceMetricsJson ?? 'null',
+      e: events?.pending ?? [],
+    };
     const [text, ...append] =
       outcome.kind === 'success'
         ? [JSON.stringify(outcome.response), ...outcome.append.map((message) => JSON.stringify(message))]
@@ -266,6 +291,8 @@ export class SessionStore {
         this.keys.running,
         this.keys.errored,
         this.keys.endedTurn(turnId),
+        this.streams.events(sessionId),
+        this.streams.watch(sessionId),
       ],
       [
         sessionId,
@@ -277,6 +304,7 @@ export class SessionStore {
         text,
         ENDED_MARKER_TTL_MS,
         ...append,
+        JSON.stringify(stream),
       ],
     );
     return result as 'applied' | 'stale';
@@ -412,8 +440,20 @@ export class SessionStore {
         this.keys.running,
         this.keys.org(org),
         this.keys.errored,
+        this.streams.events(sessionId),
+        this.streams.watch(sessionId),
       ],
-      [sessionId, org ?? ORG_NONE, this.eventsChannel, this.cancelChannel, mode, cutoff],
+      [
+        sessionId,
+        org ?? ORG_NONE,
+        this.eventsChannel,
+        this.cancelChannel,
+        mode,
+        cutoff,
+        this.eventLog.maxEntries,
+        Math.min(DELETED_LOG_GRACE_MS, this.eventLog.retentionMs),
+        TURN_CANCELLED_ERROR,
+      ],
     )) as string;
   }
 }

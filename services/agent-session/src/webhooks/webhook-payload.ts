@@ -1,8 +1,7 @@
 import type { ChatMessage, TraceMetrics, WebhookPayload, WebhookSpec } from '@tollway/contracts';
 import type { StoredMessage } from '../store/session-store';
 
-/** Error text of a turn ended because its session was deleted while it ran (sent with status `error`). */
-export const TURN_CANCELLED_ERROR = 'turn cancelled: session deleted';
+export { TURN_CANCELLED_ERROR } from '../domain/session-rules';
 
 /** How a turn ended, for its webhook. */
 export type TurnEnd = { kind: 'success'; response: ChatMessage } | { kind: 'error'; error: string };
@@ -27,14 +26,7 @@ export interface TurnReport {
  */
 export function buildWebhookPayload(spec: WebhookSpec, report: TurnReport, tracingEnabled: boolean): WebhookPayload {
   const success = report.end.kind === 'success';
-  const traceMetrics: TraceMetrics | null = tracingEnabled
-    ? {
-        trace_id: report.traceId ?? null,
-        total_duration: report.durationMs / 1000,
-        total_tokens: report.totalTokens,
-        has_error: !success,
-      }
-    : null;
+  const traceMetrics = tracingEnabled ? traceMetricsOf(report) : null;
   return {
     session_id: report.sessionId,
     status: success ? 'idle' : 'error',
@@ -42,5 +34,15 @@ export function buildWebhookPayload(spec: WebhookSpec, report: TurnReport, traci
     error: report.end.kind === 'error' ? report.end.error : null,
     messages: spec.include_messages ? (report.history ?? []) : null,
     trace_metrics: traceMetrics,
+  };
+}
+
+/** The turn's TraceMetrics (its webhook's with tracing on, and its ending event's). */
+export function traceMetricsOf(report: Pick<TurnReport, 'end' | 'durationMs' | 'totalTokens' | 'traceId'>): TraceMetrics {
+  return {
+    trace_id: report.traceId ?? null,
+    total_duration: report.durationMs / 1000,
+    total_tokens: report.totalTokens,
+    has_error: report.end.kind !== 'success',
   };
 }

@@ -4,7 +4,9 @@ import { toStoredMessage } from '../domain/session-rules';
 import type { Logger } from '@tollway/service-kit';
 import type { SessionStore, StoredMessage, TurnOutcome } from '../store/session-store';
 import type { TurnNotifier } from '../webhooks/turn-notifier';
-import { TURN_CANCELLED_ERROR, type TurnEnd } from '../webhooks/webhook-payload';
+import { traceMetricsOf, TURN_CANCELLED_ERROR, type TurnEnd } from '../webhooks/webhook-payload';
+import type { TurnEndEvents } from '../store/event-log-keys';
+import type { TurnEventStreams } from '../streaming/turn-event-stream';
 import type { ChildOutcome, ChildPool, ChildReservation } from './child-pool';
 import type { TurnCancellations } from './turn-cancellations';
 import type { WorkerRegistration } from './worker-registry';
@@ -28,6 +30,8 @@ export interface AgentTurnProcessorDeps {
   metrics?: WorkerMetrics | null;
   /** The tracer when tracing is on; null = off. */
   tracer?: Tracer | null;
+  /** Writes the turns' events to their sessions' event logs; null or absent = off. */
+  streams?: TurnEventStreams | null;
 }
 
 /**
@@ -57,6 +61,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
     };
     let lease: Promise<boolean> | null = null;
     let child: ChildReservation | null = null;
+    const events = deps.streams?.open({ sessionId, turnId, orgId: turn.org_id }) ?? null;
     try {
       // Read while the job may still wait for a free agent process: a running turn's history cannot
       // change (sends are refused), and a deletion aborts `cancel`.
@@ -117,11 +122,12 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       );
       const history = context.history.slice(0, -1);
       const message = context.history.at(-1) ?? toStoredMessage(turn.message);
+      events?.begin();
       const outcome = await child.run(
         { turnId, sessionId, orgId: turn.org_id },
         { history, message, userParams: turn.message.user_params },
         deps.turnTimeoutMs,
-        { traceparent: trace?.agentStarts(sessionId), chatCalls },
+        { traceparent: trace?.agentStarts(sessionId), chatCalls, events: events ?? undefined },
       );
       if (outcome.kind === 'cancelled') {
         logger.info('turn cancelled; agent process killed');
@@ -139,11 +145,14 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       }
       ended(outcome.kind === 'success' ? 'succeeded' : outcome.kind === 'timeout' ? 'timed_out' : 'failed');
       const end = toTurnOutcome(outcome);
-      await lease;
-      lease = null;
-      const [result, stillLeased] = await endTurn(deps, sessionId, turnId, end, logger);
       const durationMs = clock() - startedAt;
       const totalTokens = outcome.kind === 'success' ? outcome.totalTokens : 0;
+      const tail = await events?.finishing(
+        JSON.stringify(traceMetricsOf({ end: toTurnEnd(end), durationMs, totalTokens, traceId })),
+      );
+      await lease;
+      lease = null;
+      const [result, stillLeased] = await endTurn(deps, sessionId, turnId, end, logger, tail);
       if (result === 'applied') {
         if (end.kind === 'error') logger.warn('turn failed', { error: end.error });
         const after = end.kind === 'success' ? [...context.history, ...end.append] : context.history;
@@ -169,6 +178,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       }
       throw err;
     } finally {
+      events?.close();
       child?.release();
       deps.cancellations.untrack(turnId);
       if (lease && (await lease)) {
@@ -210,6 +220,7 @@ async function endTurn(
   turnId: string,
   end: TurnOutcome,
   logger: Logger,
+  events?: TurnEndEvents,
 ): Promise<['applied' | 'stale', boolean]> {
   const clock = deps.clock ?? Date.now;
   const startedAt = clock();
@@ -217,7 +228,7 @@ async function endTurn(
   for (let attempt = 0; ; attempt++) {
     try {
       const [result, stillLeased] = await Promise.all([
-        deps.store.finishTurn(sessionId, turnId, end),
+        deps.store.finishTurn(sessionId, turnId, end, 'worker', events),
         deps.registration.releaseLease(sessionId, turnId),
       ]);
       if (result === 'stale' && unanswered && (await deps.store.endedBy(sessionId, turnId)) === 'worker') {

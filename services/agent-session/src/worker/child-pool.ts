@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import type { Logger } from '@tollway/service-kit';
 import type { AgentInput } from '../agents/agent.types';
 import type { StoredMessage } from '../store/session-store';
-import type { ChatCallSink, ChildInit, ChildMessage, ParentMessage } from './child-protocol';
+import type { ChatCallSink, ChildInit, ChildMessage, ParentMessage, TurnEventSink } from './child-protocol';
 import { forkNodeFile, siblingFile } from './spawn-node';
 
 /** How a turn run in a child ended. */
@@ -37,6 +37,8 @@ export interface TurnTelemetry {
   traceparent?: string;
   /** Receives the turn's chat calls as the child reports them. */
   chatCalls?: ChatCallSink;
+  /** Receives the events the turn's agent emits. */
+  events?: TurnEventSink;
 }
 
 /** An idle child set aside for one turn. */
@@ -51,7 +53,12 @@ interface PooledChild {
   process: ChildProcess;
   ready: boolean;
   /** The turn it runs now, if any. */
-  turn: { turnId: string; finish: (outcome: ChildOutcome) => void; chatCalls: ChatCallSink | undefined } | null;
+  turn: {
+    turnId: string;
+    finish: (outcome: ChildOutcome) => void;
+    chatCalls: ChatCallSink | undefined;
+    events: TurnEventSink | undefined;
+  } | null;
 }
 
 /** Delay before re-forking a child that died while starting, so a broken agent module cannot spin. */
@@ -135,7 +142,7 @@ export class ChildPool {
       if (!this.children.has(child)) {
         return resolve({ kind: 'crashed', error: 'turn failed: the agent process exited before the turn started' });
       }
-      child.turn = { turnId, finish, chatCalls: telemetry.chatCalls };
+      child.turn = { turnId, finish, chatCalls: telemetry.chatCalls, events: telemetry.events };
       cancel.addEventListener('abort', onCancel, { once: true });
       if (timeoutMs > 0) {
         timer = setTimeout(() => {
@@ -213,6 +220,8 @@ export class ChildPool {
       }
     } else if (message.type === 'chat-end') {
       if (child.turn?.turnId === message.turnId) child.turn.chatCalls?.ended(message);
+    } else if (message.type === 'events') {
+      if (child.turn?.turnId === message.turnId && Array.isArray(message.events)) child.turn.events?.push(message.events);
     } else if (message.type === 'done') {
       child.turn?.finish(
         message.ok

@@ -1,4 +1,4 @@
-import type { AgentInput, AgentSettings } from '../agents/agent.types';
+import type { AgentInput, AgentSettings, AgentStreamEvent } from '../agents/agent.types';
 import type { ChatCallEnd } from '../agents/gateway-client';
 import type { StoredMessage } from '../store/session-store';
 
@@ -74,11 +74,27 @@ export interface ChatCallSink {
   ended(message: ChatEndMessage): void;
 }
 
+/**
+ * Child → parent: events the running turn emitted (`ctx.events`), in order, gathered over one turn
+ * of the child's event loop. All of a turn's events are sent before its `done`.
+ */
+export interface ChildEventsMessage {
+  type: 'events';
+  turnId: string;
+  events: AgentStreamEvent[];
+}
+
+/** The worker's side of a turn's events (its session's event stream); the pool hands it the turn's `events` messages. */
+export interface TurnEventSink {
+  push(events: AgentStreamEvent[]): void;
+}
+
 /** Messages the child sends: ready after loading the agent, a turn's result, or a fatal start-up error. */
 export type ChildMessage =
   | { type: 'ready' }
   | ChatStartMessage
   | ChatEndMessage
+  | ChildEventsMessage
   | { type: 'fatal'; error: string }
   | { type: 'done'; turnId: string; ok: true; messages: StoredMessage[]; totalTokens: number }
   | { type: 'done'; turnId: string; ok: false; error: string };

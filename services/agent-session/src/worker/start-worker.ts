@@ -5,6 +5,7 @@ import { isWellFormedApiKey } from '@tollway/accounts';
 import { AGENT_TURN_QUEUE } from '@tollway/contracts';
 import { createLogger, createRedis, type Logger } from '@tollway/service-kit';
 import { SessionStore } from '../store/session-store';
+import { TurnEventStreams } from '../streaming/turn-event-stream';
 import { turnQueuePrefix } from '../store/turn-queue';
 import type { WorkerConfig } from '../worker-config';
 import { createAgentTurnProcessor } from './agent-turn.processor';
@@ -21,6 +22,8 @@ import type { Tracer } from '@opentelemetry/api';
  * not leased, so not counted as running), hiding the queue round trips between turns.
  */
 const JOB_PREFETCH_FACTOR = 2;
+/** Delta text (characters) waiting that makes a turn's events go out before the flush interval. */
+const EVENTS_FLUSH_CHARS = 8192;
 /** On shutdown, turns under way get this long to finish before their processes are killed, in ms. */
 const SHUTDOWN_TURN_GRACE_MS = 5_000;
 
@@ -89,7 +92,8 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   const redis = createRedis(config.redisUrl, { name: 'agent-session:worker' });
   const queueRedis = createRedis(config.redisUrl, { name: 'agent-session:worker-queue', maxRetriesPerRequest: null });
   const subscriber = createRedis(config.redisUrl, { name: 'agent-session:turn-cancel' });
-  const store = new SessionStore({ redis, prefix: config.redisPrefix });
+  const eventLog = { maxEntries: config.eventLogMaxEntries, retentionMs: config.eventLogRetentionMs };
+  const store = new SessionStore({ redis, prefix: config.redisPrefix, eventLog });
   const registration = new WorkerRegistration({
     redis,
     prefix: config.redisPrefix,
@@ -98,6 +102,15 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
     ttlMs: config.leaseTtlMs,
   });
   const cancellations = await TurnCancellations.start(subscriber, config.redisPrefix, logger);
+  const streams = await TurnEventStreams.start({
+    redis,
+    subscriber,
+    prefix: config.redisPrefix,
+    retention: eventLog,
+    flushIntervalMs: config.eventsFlushMs,
+    flushChars: EVENTS_FLUSH_CHARS,
+    logger,
+  });
   const metrics = deps.metrics ?? null;
   const notifier = createTurnNotifier(config, logger, metrics);
   await registration.heartbeat();
@@ -123,6 +136,7 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
     turnTimeoutMs: config.turnTimeoutMs,
     metrics,
     tracer: deps.tracer ?? null,
+    streams,
   });
   const worker = new Worker(AGENT_TURN_QUEUE, processor, {
     connection: queueRedis,

@@ -1,6 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import { createLogger, type Logger } from '@tollway/service-kit';
 import { resolveAgentExport, type Agent, type AgentContext } from '../agents/agent.types';
+import { AgentEventEmitter } from '../agents/agent-events';
 import { createGatewayClient, type ChatCallObserver } from '../agents/gateway-client';
 import type { ChildInit, ChildMessage, ChildRun, ParentMessage } from './child-protocol';
 
@@ -11,7 +12,7 @@ import type { ChildInit, ChildMessage, ChildRun, ParentMessage } from './child-p
  */
 
 let agent: Agent | null = null;
-let base: Omit<AgentContext, 'logger' | 'signal'> | null = null;
+let base: Omit<AgentContext, 'logger' | 'signal' | 'events'> | null = null;
 let logger: Logger | null = null;
 const turnAborts = new Set<AbortController>();
 /** The turn running now (one at a time per child). */
@@ -108,12 +109,14 @@ async function run(message: ChildRun): Promise<void> {
   turnTraceparent = message.traceparent;
   turnOrganization = message.orgId ?? undefined;
   const turnLogger = logger.child({ session_id: message.sessionId, turn_id: message.turnId });
+  const events = new AgentEventEmitter((batch) => send({ type: 'events', turnId: message.turnId, events: batch }));
   try {
-    const result = await agent(message.input, { ...base, logger: turnLogger, signal: abort.signal });
+    const result = await agent(message.input, { ...base, logger: turnLogger, signal: abort.signal, events });
     if (!result || !Array.isArray(result.messages)) throw new Error('the agent returned no messages array');
     // Checked here, where a failure is the turn's error: a result IPC cannot carry (a cycle, a
     // BigInt) would otherwise throw from send() outside the turn and end this process.
     JSON.stringify(result.messages);
+    events.flush();
     send({
       type: 'done',
       turnId: message.turnId,
@@ -122,6 +125,7 @@ async function run(message: ChildRun): Promise<void> {
       totalTokens: Number(result.usage?.total_tokens ?? 0) || 0,
     });
   } catch (err) {
+    events.flush();
     send({ type: 'done', turnId: message.turnId, ok: false, error: err instanceof Error ? err.message : String(err) });
   } finally {
     turnId = undefined;

@@ -8,6 +8,7 @@ import { readWorkerStats } from '../../src/worker/worker-registry';
 import { SessionEventHub } from '../../src/store/session-event-hub';
 import { SessionStore } from '../../src/store/session-store';
 import { TurnQueueProducer } from '../../src/store/turn-queue';
+import { EventReaderHub, type EventReaderHubOptions } from '../../src/streaming/event-reader-hub';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -16,6 +17,8 @@ export interface ApiReplica {
   app: Express;
   store: SessionStore;
   hub: SessionEventHub;
+  /** The event streams' hub, with `events` in the options. */
+  events: EventReaderHub | null;
   turnQueue: TurnQueueProducer;
   redis: Redis;
   subscriber: Redis;
@@ -43,6 +46,8 @@ export type ReplicaOptions = ReplicaConnection &
 /** Where a replica's Redis is: the shared one unless told (a private one, for outage tests). */
 interface ReplicaConnection {
   redisUrl?: string;
+  /** Serve the session event streams, with these hub options (defaults: 15 s heartbeat, 1 MiB buffer, 1000 streams). */
+  events?: Partial<Pick<EventReaderHubOptions, 'heartbeatMs' | 'clientBufferBytes' | 'maxStreamsPerOrg' | 'watchTtlMs'>>;
 }
 
 /** A unique key prefix for one test file. */
@@ -61,10 +66,27 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
   const hub = new SessionEventHub(subscriber, prefix);
   await hub.start();
   const turnQueue = new TurnQueueProducer(queueConnection, prefix);
+  const reader = options.events
+    ? new Redis(url, { connectionName: `${connectionTag}:event-reader`, maxRetriesPerRequest: null })
+    : null;
+  const events = reader
+    ? new EventReaderHub({
+        redis,
+        reader,
+        prefix,
+        logger: createLogger({ service: 'agent-session-test', silent: true }),
+        heartbeatMs: 15_000,
+        clientBufferBytes: 1024 * 1024,
+        maxStreamsPerOrg: 1000,
+        ...options.events,
+      })
+    : null;
+  events?.start();
   const app = buildApp({
     redis,
     store,
     hub,
+    events,
     turnQueue: options.turnQueue ?? turnQueue,
     authenticator: options.authenticator ?? null,
     workerStats: () => readWorkerStats(redis, prefix),
@@ -81,12 +103,15 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
     app,
     store,
     hub,
+    events,
     turnQueue,
     redis,
     subscriber,
     connectionTag,
     async close() {
       hub.close();
+      await events?.close();
+      await reader?.quit();
       await turnQueue.close().catch(() => undefined);
       await Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit().catch(() => undefined)]);
     },

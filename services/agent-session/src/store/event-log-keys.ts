@@ -1,0 +1,85 @@
+/**
+ * Redis keys of the session event streams (issue 36). They carry the `{sessions}` hash tag of
+ * every session key (see `store/session-keys.ts`): the scripts that end a turn or delete a session
+ * write the stream in the same atomic step, so on a Redis Cluster they must share its slot.
+ */
+export interface StreamKeys {
+  /** Stream: the session's event log, one entry per event (fields below), trimmed to the retention. */
+  events(sessionId: string): string;
+  /**
+   * String, expiring: the session has readers. API replicas with readers refresh it; a worker
+   * writes a turn's events only while it exists (or once it has begun writing them).
+   */
+  watch(sessionId: string): string;
+  /** Channel: a session id, published when its watch key is created, so a worker streams at once. */
+  watchChannel: string;
+}
+
+/** The keys under `prefix` (e.g. `tollway:`). */
+export function streamKeys(prefix: string): StreamKeys {
+  const base = `${prefix}{sessions}:`;
+  return {
+    events: (id) => `${base}ev:${id}`,
+    watch: (id) => `${base}watch:${id}`,
+    watchChannel: `${prefix}stream-watch`,
+  };
+}
+
+/**
+ * Fields of an event log entry: `y` the event type, `t` the turn id ('' for none), `o` the session's
+ * organization ('' without auth), `p` the id of the entry before it ('' for the first one ever
+ * written), `s` the id of its turn's first entry ('' on that entry), `e` the event's JSON. `p` lets
+ * a reader tell a trimmed gap from contiguous entries; `s` lets a new reader start at its turn's start.
+ */
+export const ENTRY_FIELDS = { type: 'y', turn: 't', org: 'o', previous: 'p', turnStart: 's', json: 'e' } as const;
+
+/** The stream id before every other: a reader positioned here reads the whole log. */
+export const STREAM_START = '0-0';
+
+/**
+ * Lua shared by the scripts that append to a log (KEYS and ARGV are each script's own):
+ * `last_id(stream)` the id of its last entry or '', and `append(stream, maxlen, y, t, o, p, s, e)`
+ * one entry (trimmed approximately to `maxlen`), returning its id.
+ */
+export const APPEND_LUA = `
+local function last_id(stream)
+  local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+  if last then return last[1] end
+  return ''
+end
+local function append(stream, maxlen, y, t, o, p, s, e)
+  return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 'y', y, 't', t, 'o', o, 'p', p, 's', s, 'e', e)
+end
+`;
+
+/** How much of a session's event log is kept. */
+export interface EventLogRetention {
+  /** Most entries a session's log keeps (trimmed approximately, oldest first). */
+  maxEntries: number;
+  /** How long a log lives after its last entry, ms. */
+  retentionMs: number;
+}
+
+/** Defaults of the retention (the config's too): 10 000 entries, 10 minutes. */
+export const DEFAULT_EVENT_LOG_RETENTION: EventLogRetention = { maxEntries: 10_000, retentionMs: 600_000 };
+
+/**
+ * How long a deleted session's log stays, ms: its connected readers read its last event
+ * (`turn.cancelled`) within it; a reader that comes later gets 404, as the session is gone.
+ */
+export const DELETED_LOG_GRACE_MS = 30_000;
+
+/**
+ * What a turn's ending adds to its session's log (the finish script's last argument): the events
+ * its worker had not written yet, and the ending event's trace_metrics.
+ */
+export interface TurnEndEvents {
+  /** `write` when the worker streamed this turn already, else `check` (written only if watched or logged). */
+  mode: 'write' | 'check';
+  /** Id of the turn's first entry in the log ('' when it has none). */
+  startId: string;
+  /** The ending event's trace_metrics as JSON text; `null` when unknown (a reaper's ending). */
+  traceMetricsJson: string;
+  /** Events not written yet, oldest first: [type, JSON]. */
+  pending: Array<[string, string]>;
+}
