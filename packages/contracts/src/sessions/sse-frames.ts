@@ -25,7 +25,10 @@ export interface SseReaderState {
  * Reads the frames of an event stream body. `state.lastEventId` starts at the id the request
  * resumed from and is kept up to date; the frames are yielded as they complete.
  */
-export async function* readSseFrames(body: ReadableStream<Uint8Array>, state: SseReaderState): AsyncGenerator<SseFrame> {
+export async function* readSseFrames(
+  body: ReadableStream<Uint8Array>,
+  state: SseReaderState,
+): AsyncGenerator<SseFrame> {
   const reader = body.getReader();
   const decoder = new TextDecoder('utf-8');
   let buffer = '';

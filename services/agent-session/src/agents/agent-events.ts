@@ -28,7 +28,8 @@ export class AgentEventEmitter implements AgentEvents {
   }
 
   toolCallDelta(delta: { index: number; id?: string; name?: string; arguments?: string }): void {
-    if (!Number.isInteger(delta.index) || delta.index < 0) throw new TypeError('tool call index must be an integer ≥ 0');
+    if (!Number.isInteger(delta.index) || delta.index < 0)
+      throw new TypeError('tool call index must be an integer ≥ 0');
     const event: AgentStreamEvent = { type: 'tool_call.delta', message_index: this.current(), index: delta.index };
     if (typeof delta.id === 'string') event.id = delta.id;
     if (typeof delta.name === 'string') event.name = delta.name;

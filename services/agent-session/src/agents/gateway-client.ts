@@ -158,7 +158,8 @@ class StreamUsageScanner {
         const chunk = JSON.parse(line.slice(5)) as ChatCompletionLike;
         this.model ??= chunk.model;
         if (chunk.usage) this.usage = chunk.usage;
-        for (const choice of chunk.choices ?? []) if (choice.finish_reason) this.finishReasons.push(choice.finish_reason);
+        for (const choice of chunk.choices ?? [])
+          if (choice.finish_reason) this.finishReasons.push(choice.finish_reason);
       } catch {
         // not a chunk: the metrics do without it
       }

@@ -1,6 +1,8 @@
 import OpenAI from 'openai';
+import { readSseFrames } from '@tollway/contracts';
 import type {
   ChatCompletion,
+  ChatCompletionChunk,
   ChatCompletionCreateParamsBase,
   ChatCompletionCreateParamsNonStreaming,
   ChatCompletionCreateParamsStreaming,
@@ -82,7 +84,10 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
  * marks as committed (its output already forwarded) is never retried: what readers saw cannot be
  * taken back. A call that still fails throws a ModelCallError carrying the gateway's message.
  */
-async function withModelRetries<T>(ctx: AgentContext, call: (attempt: { committed: boolean }) => Promise<T>): Promise<T> {
+async function withModelRetries<T>(
+  ctx: AgentContext,
+  call: (attempt: { committed: boolean }) => Promise<T>,
+): Promise<T> {
   const { maxModelTries, retryBaseDelayMs, retryMaxDelayMs } = ctx.settings;
   for (let attempt = 1; ; attempt++) {
     const state = { committed: false };
@@ -116,7 +121,9 @@ export function callModel(ctx: AgentContext, body: ChatCompletionCreateParamsNon
  * reasoning and tool-call deltas forwarded to `ctx.events` as they come, under a new assistant
  * message index; resolves the completion the chunks make (as `callModel` would have answered).
  * Retried like `callModel` until its first delta is forwarded; a stream that breaks after it
- * fails the call, since what readers saw cannot be taken back.
+ * fails the call, since what readers saw cannot be taken back. A server that answers the request
+ * with a whole JSON completion (an OpenAI-compatible server that does not stream) is taken as it
+ * is, its text forwarded as one delta.
  */
 export function streamModel(ctx: AgentContext, body: ChatCompletionCreateParamsBase): Promise<ChatCompletion> {
   const request: ChatCompletionCreateParamsStreaming = {
@@ -125,12 +132,12 @@ export function streamModel(ctx: AgentContext, body: ChatCompletionCreateParamsB
     stream_options: { ...body.stream_options, include_usage: true },
   };
   return withModelRetries(ctx, async (attempt) => {
-    const stream = await ctx.openai.chat.completions.create(request, { signal: ctx.signal });
+    const response = await ctx.openai.chat.completions.create(request, { signal: ctx.signal }).asResponse();
     const assembler = new CompletionAssembler();
-    for await (const chunk of stream) {
+    const forward = (chunk: ChatCompletionChunk) => {
       const deltas = assembler.add(chunk);
       if (deltas.content === undefined && deltas.reasoning_content === undefined && deltas.toolCalls.length === 0) {
-        continue;
+        return;
       }
       if (!attempt.committed) {
         attempt.committed = true;
@@ -138,7 +145,75 @@ export function streamModel(ctx: AgentContext, body: ChatCompletionCreateParamsB
       }
       if (deltas.content !== undefined || deltas.reasoning_content !== undefined) ctx.events.delta(deltas);
       for (const call of deltas.toolCalls) ctx.events.toolCallDelta(call);
+    };
+    if (!response.headers.get('content-type')?.includes('text/event-stream') || !response.body) {
+      const completion = (await response.json()) as ChatCompletion;
+      forward(completionAsChunk(completion));
+      return completion;
     }
-    return assembler.completion();
+    const frames = readSseFrames(response.body, { lastEventId: '', retryMs: undefined });
+    try {
+      return await assembleStream(frames, forward, assembler);
+    } finally {
+      // Ends the body read too when the stream stopped early ([DONE], an error event).
+      await frames.return(undefined);
+    }
   });
+}
+
+/** Feeds a chat stream's chunks to `forward` until `[DONE]` or its end; resolves the completion they make. */
+async function assembleStream(
+  frames: AsyncGenerator<{ type: string | null; data: string | null }>,
+  forward: (chunk: ChatCompletionChunk) => void,
+  assembler: CompletionAssembler,
+): Promise<ChatCompletion> {
+  for (;;) {
+    let next: IteratorResult<{ type: string | null; data: string | null }>;
+    try {
+      next = await frames.next();
+    } catch (err) {
+      // The connection broke mid-body: a network fault, retried as one (if nothing was forwarded).
+      throw new OpenAI.APIConnectionError({ cause: err instanceof Error ? err : undefined });
+    }
+    if (next.done || next.value.data === '[DONE]') break;
+    if (next.value.data === null) continue;
+    const chunk = JSON.parse(next.value.data) as ChatCompletionChunk & { error?: { message?: unknown } };
+    if (next.value.type === 'error' || chunk.error) {
+      const message = chunk.error?.message;
+      throw new Error(typeof message === 'string' ? message : 'the model stream ended with an error');
+    }
+    forward(chunk);
+  }
+  return assembler.completion();
+}
+
+/** A whole completion as the one chunk that carries all of its first choice. */
+function completionAsChunk(completion: ChatCompletion): ChatCompletionChunk {
+  const choice = completion.choices?.[0];
+  const message = choice?.message as (ChatCompletion.Choice['message'] & { reasoning_content?: string }) | undefined;
+  return {
+    id: completion.id,
+    object: 'chat.completion.chunk',
+    created: completion.created,
+    model: completion.model,
+    usage: completion.usage,
+    choices: choice
+      ? [
+          {
+            index: 0,
+            finish_reason: choice.finish_reason,
+            delta: {
+              content: message?.content ?? null,
+              ...(message?.reasoning_content ? { reasoning_content: message.reasoning_content } : {}),
+              tool_calls: (message?.tool_calls ?? []).map((call, index) => ({
+                index,
+                id: call.id,
+                type: 'function' as const,
+                function: call.type === 'function' ? call.function : undefined,
+              })),
+            },
+          },
+        ]
+      : [],
+  };
 }

@@ -1,7 +1,10 @@
 import type { SessionEvent } from '@tollway/contracts';
 
 /** An event of a running turn waiting to be written to its session's log. */
-export type PendingEvent = Exclude<SessionEvent, { type: 'turn.completed' | 'turn.failed' | 'turn.cancelled' | 'stream.truncated' }>;
+export type PendingEvent = Exclude<
+  SessionEvent,
+  { type: 'turn.completed' | 'turn.failed' | 'turn.cancelled' | 'stream.truncated' }
+>;
 
 /** Bounds of a batch. */
 export interface EventBatchLimits {

@@ -185,8 +185,7 @@ export class EventReaderHub {
       kind: 'ok',
       start,
       release,
-      attach: (res, follow) =>
-        this.attach(sessionId, orgKey, start, pastEnd ? resumeId : null, res, follow, release),
+      attach: (res, follow) => this.attach(sessionId, orgKey, start, pastEnd ? resumeId : null, res, follow, release),
     };
   }
 
@@ -238,17 +237,19 @@ export class EventReaderHub {
   private async backfill(group: Group, client: Client, from: string, upTo: string): Promise<void> {
     client.queued = [];
     try {
-      for (let after = from; !client.ended; ) {
+      for (let after = from; !client.ended;) {
         const page = (await this.options.redis.xrange(group.key, `(${after}`, upTo, 'COUNT', READ_COUNT)) as Array<
           [string, string[]]
         >;
-        for (const raw of page) this.deliver(group, client, toEntry(raw));
+        for (const raw of page) this.deliver(group, client, toEntry(raw), true);
         if (page.length < READ_COUNT) break;
         after = page.at(-1)![0];
         if (client.res.writableNeedDrain) await drainedOrClosed(client.res);
       }
     } catch (err) {
-      this.options.logger.warn('event stream backfill failed; the client resumes by id', { err: (err as Error).message });
+      this.options.logger.warn('event stream backfill failed; the client resumes by id', {
+        err: (err as Error).message,
+      });
       this.drop(group, client);
       return;
     }
@@ -287,7 +288,8 @@ export class EventReaderHub {
         this.failures = 0;
       } catch (err) {
         if (this.closed) break;
-        if (this.failures++ === 0) logger.warn('reading session events failed; retrying', { err: (err as Error).message });
+        if (this.failures++ === 0)
+          logger.warn('reading session events failed; retrying', { err: (err as Error).message });
         await sleep(READ_RETRY_MS[Math.min(this.failures - 1, READ_RETRY_MS.length - 1)] as number);
         continue;
       } finally {
@@ -330,9 +332,10 @@ export class EventReaderHub {
     })();
   }
 
-  private deliver(group: Group, client: Client, entry: Entry): void {
+  /** Sends `entry` to `client` (kept for later while its catch-up runs, unless it is the catch-up's). */
+  private deliver(group: Group, client: Client, entry: Entry, catchUp = false): void {
     if (client.ended) return;
-    if (client.queued) {
+    if (client.queued && !catchUp) {
       client.queued.push(entry);
       client.queuedBytes += entry.json.length;
       if (client.queuedBytes > this.options.clientBufferBytes) this.drop(group, client);

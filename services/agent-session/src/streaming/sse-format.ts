@@ -19,7 +19,11 @@ export function sseEvent(type: string, json: string, id?: string): string {
  * id-only frame with its starting position, which moves an EventSource's last event id without an
  * event, so a reconnection before the first event resumes exactly there.
  */
-export function openEventStream(res: ServerResponse, startId: string | null, headers: Record<string, string> = {}): void {
+export function openEventStream(
+  res: ServerResponse,
+  startId: string | null,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache, no-transform',

@@ -161,7 +161,8 @@ export class TurnEventStream {
     if (this.timer || this.inFlight || this.state !== 'open' || this.batch.length === 0) return;
     const { flushIntervalMs, flushChars } = this.owner.options;
     const wait =
-      delayMs ?? (this.batch.textChars >= flushChars ? 0 : Math.max(0, this.lastWriteAt + flushIntervalMs - Date.now()));
+      delayMs ??
+      (this.batch.textChars >= flushChars ? 0 : Math.max(0, this.lastWriteAt + flushIntervalMs - Date.now()));
     this.timer = setTimeout(() => {
       this.timer = null;
       void this.flush();

@@ -38,7 +38,9 @@ export function buildWebhookPayload(spec: WebhookSpec, report: TurnReport, traci
 }
 
 /** The turn's TraceMetrics (its webhook's with tracing on, and its ending event's). */
-export function traceMetricsOf(report: Pick<TurnReport, 'end' | 'durationMs' | 'totalTokens' | 'traceId'>): TraceMetrics {
+export function traceMetricsOf(
+  report: Pick<TurnReport, 'end' | 'durationMs' | 'totalTokens' | 'traceId'>,
+): TraceMetrics {
   return {
     trace_id: report.traceId ?? null,
     total_duration: report.durationMs / 1000,

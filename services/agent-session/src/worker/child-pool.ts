@@ -221,7 +221,8 @@ export class ChildPool {
     } else if (message.type === 'chat-end') {
       if (child.turn?.turnId === message.turnId) child.turn.chatCalls?.ended(message);
     } else if (message.type === 'events') {
-      if (child.turn?.turnId === message.turnId && Array.isArray(message.events)) child.turn.events?.push(message.events);
+      if (child.turn?.turnId === message.turnId && Array.isArray(message.events))
+        child.turn.events?.push(message.events);
     } else if (message.type === 'done') {
       child.turn?.finish(
         message.ok

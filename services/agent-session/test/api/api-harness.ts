@@ -47,7 +47,9 @@ export type ReplicaOptions = ReplicaConnection &
 interface ReplicaConnection {
   redisUrl?: string;
   /** Serve the session event streams, with these hub options (defaults: 15 s heartbeat, 1 MiB buffer, 1000 streams). */
-  events?: Partial<Pick<EventReaderHubOptions, 'heartbeatMs' | 'clientBufferBytes' | 'maxStreamsPerOrg' | 'watchTtlMs'>>;
+  events?: Partial<
+    Pick<EventReaderHubOptions, 'heartbeatMs' | 'clientBufferBytes' | 'maxStreamsPerOrg' | 'watchTtlMs'>
+  >;
 }
 
 /** A unique key prefix for one test file. */

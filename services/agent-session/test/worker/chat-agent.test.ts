@@ -1,15 +1,19 @@
 import { createLogger } from '@tollway/service-kit';
-import type { AgentContext, AgentInput } from '../../src/agents/agent.types';
+import type { AgentContext, AgentInput, AgentStreamEvent } from '../../src/agents/agent.types';
+import { AgentEventEmitter } from '../../src/agents/agent-events';
 import calculatorAgent from '../../src/agents/calculator.agent';
 import chatAgent from '../../src/agents/chat.agent';
 import { createGatewayClient } from '../../src/agents/gateway-client';
-import { completion, sendJson, startTestServer, type Received, type TestServer } from './worker-harness';
+import { completion, sendJson, sendStream, startTestServer, type Received, type TestServer } from './worker-harness';
 
 type Reply = (res: import('node:http').ServerResponse, request: Received) => void;
 
 let gateway: TestServer;
 let replies: Reply[] = [];
 const times: number[] = [];
+/** The events the agent under test emitted (`ctx.events` of the last context made), in order. */
+let emitted: AgentStreamEvent[] = [];
+let emitter: AgentEventEmitter;
 
 beforeAll(async () => {
   gateway = await startTestServer((request, res, index) => {
@@ -29,12 +33,22 @@ beforeEach(() => {
 });
 
 function context(maxModelTries = 3): AgentContext {
+  const sink: AgentStreamEvent[] = [];
+  emitted = sink;
+  emitter = new AgentEventEmitter((batch) => sink.push(...batch));
   return {
     openai: createGatewayClient({ baseURL: `${gateway.url}/v1`, apiKey: 'sk-agent', timeoutMs: 5000 }),
     logger: createLogger({ service: 'agent-test', silent: true }),
     signal: new AbortController().signal,
     settings: { defaultModel: 'tollway/sim-chat', maxModelTries, retryBaseDelayMs: 20, retryMaxDelayMs: 40 },
+    events: emitter,
   };
+}
+
+/** The events emitted, once the agent has returned. */
+function events(): AgentStreamEvent[] {
+  emitter.flush();
+  return emitted;
 }
 
 const input = (userParams: Record<string, unknown> | null = null): AgentInput => ({
@@ -53,7 +67,7 @@ const envelope = (message: string, code: string, type = 'invalid_request_error')
 
 describe('the default chat agent', () => {
   it('sends the history plus the new message, the default model, and appends the reply with its usage', async () => {
-    replies = [(res) => sendJson(res, 200, completion('hi there', 11))];
+    replies = [(res) => sendStream(res, 'hi there', 11)];
     const result = await chatAgent(input(), context());
     expect(result).toEqual({ messages: [{ role: 'assistant', content: 'hi there' }], usage: { total_tokens: 11 } });
     const sent = gateway.received[0]!;
@@ -61,7 +75,8 @@ describe('the default chat agent', () => {
     expect(sent.headers.authorization).toBe('Bearer sk-agent');
     expect(sent.json).toEqual({
       model: 'tollway/sim-chat',
-      stream: false,
+      stream: true,
+      stream_options: { include_usage: true },
       messages: [
         { role: 'system', content: 'be brief' },
         { role: 'user', content: 'earlier' },
@@ -72,7 +87,7 @@ describe('the default chat agent', () => {
   });
 
   it('lets user_params choose the model and sampling parameters, ignoring keys it does not know', async () => {
-    replies = [(res) => sendJson(res, 200, completion('ok'))];
+    replies = [(res) => sendStream(res, 'ok')];
     await chatAgent(
       input({ model: 'acme/big', temperature: 0.2, top_p: 0.9, max_tokens: 5, stop: ['x'], trace: 'yes' }),
       context(),
@@ -93,7 +108,7 @@ describe('the default chat agent', () => {
   });
 
   it('passes base64_image as an image content part', async () => {
-    replies = [(res) => sendJson(res, 200, completion('a cat'))];
+    replies = [(res) => sendStream(res, 'a cat')];
     const png = 'iVBORw0KGgoAAAANSUhEUg==';
     await chatAgent(
       { history: [], message: { role: 'user', content: 'what is this?', base64_image: png }, userParams: null },
@@ -117,7 +132,7 @@ describe('the default chat agent', () => {
           'retry-after-ms': '150',
           'retry-after': '10',
         }),
-      (res) => sendJson(res, 200, completion('after the wait')),
+      (res) => sendStream(res, 'after the wait'),
     ];
     const result = await chatAgent(input(), context());
     expect(result.messages[0]!.content).toBe('after the wait');
@@ -131,7 +146,7 @@ describe('the default chat agent', () => {
     replies = [
       (res) => sendJson(res, 503, envelope('overloaded', 'unavailable', 'server_error')),
       (res) => sendJson(res, 500, { error: 'boom' }),
-      (res) => sendJson(res, 200, completion('third time')),
+      (res) => sendStream(res, 'third time'),
     ];
     const result = await chatAgent(input(), context(3));
     expect(result.messages[0]!.content).toBe('third time');
@@ -177,7 +192,7 @@ describe('the default chat agent', () => {
     [402, envelope('You exceeded your current quota', 'insufficient_quota')],
     [404, envelope('The model `acme/none` does not exist', 'model_not_found')],
   ])('never retries %i', async (status, body) => {
-    replies = [(res) => sendJson(res, status, body), (res) => sendJson(res, 200, completion('must not happen'))];
+    replies = [(res) => sendJson(res, status, body), (res) => sendStream(res, 'must not happen')];
     await expect(chatAgent(input(), context())).rejects.toThrow((body as { error: { message: string } }).error.message);
     expect(gateway.received).toHaveLength(1);
   });
@@ -189,7 +204,7 @@ describe('the default chat agent', () => {
           'x-should-retry': 'false',
           'retry-after-ms': '10',
         }),
-      (res) => sendJson(res, 200, completion('must not happen')),
+      (res) => sendStream(res, 'must not happen'),
     ];
     await expect(chatAgent(input(), context())).rejects.toThrow('Model at capacity');
     expect(gateway.received).toHaveLength(1);
@@ -200,12 +215,12 @@ describe('the example calculator agent', () => {
   it('runs the tool call and appends the tool-call message, the tool result and the final answer', async () => {
     const toolCall = {
       id: 'call_1',
-      type: 'function',
+      type: 'function' as const,
       function: { name: 'calculator', arguments: '{"expression":"(2+3)*4"}' },
     };
     replies = [
-      (res) => sendJson(res, 200, completion(null, 9, [toolCall])),
-      (res) => sendJson(res, 200, completion('The answer is 20.', 13)),
+      (res) => sendStream(res, null, 9, { toolCalls: [toolCall] }),
+      (res) => sendStream(res, 'The answer is 20.', 13),
     ];
     const result = await calculatorAgent(input(), context());
     expect(result).toEqual({
@@ -223,5 +238,74 @@ describe('the example calculator agent', () => {
       { role: 'assistant', content: null, tool_calls: [toolCall] },
       { role: 'tool', content: '20', tool_call_id: 'call_1' },
     ]);
+    // Readers see the call form (its arguments in pieces), its result, then the answer, as a second message.
+    const seen = events();
+    const calls = seen.filter((event) => event.type === 'tool_call.delta');
+    expect(calls[0]).toMatchObject({ message_index: 0, index: 0, id: 'call_1', name: 'calculator' });
+    expect(calls.map((event) => event.arguments ?? '').join('')).toBe(toolCall.function.arguments);
+    expect(seen.filter((event) => event.type === 'tool.result')).toEqual([
+      { type: 'tool.result', tool_call_id: 'call_1', content: '20' },
+    ]);
+    const answer = seen.filter((event) => event.type === 'message.delta');
+    expect(answer.every((event) => event.message_index === 1)).toBe(true);
+    expect(answer.map((event) => event.content).join('')).toBe('The answer is 20.');
+    expect(seen.findIndex((event) => event.type === 'tool.result')).toBeLessThan(
+      seen.findIndex((event) => event.type === 'message.delta'),
+    );
+  });
+});
+
+describe('streamed model calls', () => {
+  it("forwards the reply's deltas as they come: they concatenate to the content it appends", async () => {
+    const text = 'A reply long enough to come in many pieces, with ünïcödé and a\nnew line.';
+    replies = [(res) => sendStream(res, text, 21, { reasoning: 'think first' })];
+    const result = await chatAgent(input(), context());
+    expect(result.messages).toEqual([{ role: 'assistant', content: text }]);
+    expect(result.usage).toEqual({ total_tokens: 21 });
+    const deltas = events().filter((event) => event.type === 'message.delta');
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas.every((event) => event.message_index === 0)).toBe(true);
+    expect(deltas.map((event) => event.content ?? '').join('')).toBe(text);
+    expect(deltas.map((event) => event.reasoning_content ?? '').join('')).toBe('think first');
+  });
+
+  it('never retries a stream cut after its first delta: readers saw it, so the call fails', async () => {
+    replies = [(res) => sendStream(res, 'cut short here', 9, { cutAfter: 2 }), (res) => sendStream(res, 'second try')];
+    await expect(chatAgent(input(), context(3))).rejects.toThrow();
+    expect(gateway.received).toHaveLength(1);
+    expect(
+      events()
+        .map((event) => (event.type === 'message.delta' ? event.content : ''))
+        .join(''),
+    ).toBe('cut sh');
+  });
+
+  it('retries a stream cut before any delta, and forwards only the try that answered', async () => {
+    replies = [(res) => sendStream(res, 'lost', 9, { cutAfter: 0 }), (res) => sendStream(res, 'second try')];
+    const result = await chatAgent(input(), context(3));
+    expect(result.messages[0]!.content).toBe('second try');
+    expect(gateway.received).toHaveLength(2);
+    expect(
+      events()
+        .map((event) => (event.type === 'message.delta' ? event.content : ''))
+        .join(''),
+    ).toBe('second try');
+  });
+
+  it('takes a whole JSON completion from a server that does not stream, and forwards its text as one delta', async () => {
+    replies = [(res) => sendJson(res, 200, completion('all at once', 8))];
+    const result = await chatAgent(input(), context());
+    expect(result).toEqual({ messages: [{ role: 'assistant', content: 'all at once' }], usage: { total_tokens: 8 } });
+    expect(events()).toEqual([{ type: 'message.delta', message_index: 0, content: 'all at once' }]);
+  });
+
+  it("fails with the stream's own error event, as the gateway sends one", async () => {
+    replies = [
+      (res) => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(`data: ${JSON.stringify({ error: { message: 'engine went away', type: 'server_error' } })}\n\n`);
+      },
+    ];
+    await expect(chatAgent(input(), context(1))).rejects.toThrow('engine went away');
   });
 });

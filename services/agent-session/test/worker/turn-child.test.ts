@@ -13,8 +13,24 @@ import {
 
 const init: ChildInit = { type: 'init', ...ECHO_CHILD_INIT };
 
+/** Each child's messages in order: two that arrive in one turn of the event loop are both kept. */
+const inboxes = new WeakMap<ChildProcess, { queued: ChildMessage[]; waiting: ((message: ChildMessage) => void)[] }>();
+
 function nextMessage(child: ChildProcess): Promise<ChildMessage> {
-  return once(child, 'message').then(([message]) => message as ChildMessage);
+  let inbox = inboxes.get(child);
+  if (!inbox) {
+    const created = { queued: [] as ChildMessage[], waiting: [] as ((message: ChildMessage) => void)[] };
+    child.on('message', (message: ChildMessage) => {
+      const waiter = created.waiting.shift();
+      if (waiter) waiter(message);
+      else created.queued.push(message);
+    });
+    inboxes.set(child, (inbox = created));
+  }
+  const queued = inbox.queued.shift();
+  if (queued) return Promise.resolve(queued);
+  const { waiting } = inbox;
+  return new Promise((resolve) => waiting.push(resolve));
 }
 
 async function startChild(options: Partial<ChildInit> = {}): Promise<{ child: ChildProcess; stderr: () => string }> {
@@ -26,7 +42,7 @@ async function startChild(options: Partial<ChildInit> = {}): Promise<{ child: Ch
   return { child, stderr: () => stderr };
 }
 
-it('runs a turn sent by its parent and answers with the agent messages', async () => {
+it("runs a turn sent by its parent: the agent's events, then its messages", async () => {
   const { child } = await startChild();
   const run: ChildRun = {
     type: 'run',
@@ -36,6 +52,12 @@ it('runs a turn sent by its parent and answers with the agent messages', async (
     input: { history: [], message: { role: 'user', content: 'ping' }, userParams: null },
   };
   child.send(run);
+  // The events an agent emits all reach the parent before the turn's result.
+  expect(await nextMessage(child)).toEqual({
+    type: 'events',
+    turnId: 'turn-1',
+    events: [{ type: 'message.delta', message_index: 0, content: 'ping' }],
+  });
   const done = await nextMessage(child);
   expect(done).toMatchObject({ type: 'done', turnId: 'turn-1', ok: true });
   child.kill('SIGKILL');
@@ -71,7 +93,8 @@ it("names each turn's organization on its model calls, and none for a session wi
       child.send(run);
       let message = await nextMessage(child);
       // A model call is reported to the parent (chat-start, chat-end) before the turn's end.
-      while (message.type === 'chat-start' || message.type === 'chat-end') message = await nextMessage(child);
+      // So are its streamed deltas (the events).
+      while (message.type !== 'done') message = await nextMessage(child);
       expect(message).toMatchObject({ type: 'done', turnId, ok: true });
     }
     expect(gateway.received.map((r) => r.headers['x-tollway-organization'])).toEqual(['org_a', undefined, 'org_b']);

@@ -88,6 +88,68 @@ export function completion(content: string | null, totalTokens = 7, toolCalls?: 
   };
 }
 
+/** Options of sendStream. */
+export interface StreamReply {
+  /** Reasoning text sent before the content. */
+  reasoning?: string;
+  /** Tool calls, each sent as a delta with its id and name, then its arguments in two pieces. */
+  toolCalls?: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }>;
+  /** Stop writing after this many content pieces, and cut the connection once they have gone. */
+  cutAfter?: number;
+  /** Characters of content per chunk; default 3. */
+  pieceChars?: number;
+  /** Wait this long between two chunks, ms; default 0 (all at once). */
+  paceMs?: number;
+}
+
+/**
+ * Answers a streamed chat request as the gateway does: a role chunk, the content in pieces (of
+ * three characters by default), the finish chunk, a usage chunk with empty choices, then
+ * `data: [DONE]`; all at once or paced.
+ */
+export function sendStream(
+  res: ServerResponse,
+  content: string | null,
+  totalTokens = 7,
+  options: StreamReply = {},
+): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const usage = { prompt_tokens: totalTokens - 2, completion_tokens: 2, total_tokens: totalTokens };
+  const base = { id: 'chatcmpl-test', object: 'chat.completion.chunk', created: 1, model: 'tollway/sim-chat' };
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  const frames = [chunk({ role: 'assistant', content: '' })];
+  if (options.reasoning) frames.push(chunk({ reasoning_content: options.reasoning }));
+  const pieces = content?.match(new RegExp(`[\\s\\S]{1,${options.pieceChars ?? 3}}`, 'g')) ?? [];
+  const cutAt = options.cutAfter === undefined ? Infinity : frames.length + options.cutAfter;
+  for (const piece of pieces) frames.push(chunk({ content: piece }));
+  for (const [index, call] of (options.toolCalls ?? []).entries()) {
+    const { name, arguments: args } = call.function;
+    const half = Math.ceil(args.length / 2);
+    frames.push(chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name, arguments: '' } }] }));
+    frames.push(chunk({ tool_calls: [{ index, function: { arguments: args.slice(0, half) } }] }));
+    frames.push(chunk({ tool_calls: [{ index, function: { arguments: args.slice(half) } }] }));
+  }
+  frames.push(chunk({}, options.toolCalls ? 'tool_calls' : 'stop'));
+  frames.push(`data: ${JSON.stringify({ ...base, choices: [], usage })}\n\n`, 'data: [DONE]\n\n');
+  const write = (at: number): void => {
+    if (res.destroyed) return;
+    if (at >= cutAt) {
+      // Cut once what was written has left (destroy() would drop it unsent).
+      setTimeout(() => res.destroy(), 50);
+      return;
+    }
+    if (at === frames.length) {
+      res.end();
+      return;
+    }
+    res.write(frames[at]);
+    if (options.paceMs) setTimeout(() => write(at + 1), options.paceMs);
+    else write(at + 1);
+  };
+  write(0);
+}
+
 /** A real inference gateway, run from its sources in a process of its own. */
 export interface GatewayProcess {
   /** Its inference API, ending in `/v1`. */
