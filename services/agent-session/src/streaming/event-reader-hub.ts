@@ -33,8 +33,12 @@ export interface EventReaderHubOptions {
  * so far in one delta).
  */
 export const WATCH_TTL_MS = 15_000;
-/** Entries one blocking read takes per session (a busy session cannot starve the others), and a backfill page. */
-const READ_COUNT = 200;
+/**
+ * Entries one blocking read takes per session (a busy session cannot starve the others), and a
+ * catch-up page. It bounds what one read adds to a client's buffer (a delta is at most 16 Ki
+ * characters, a custom event 64 KiB): a client holds at most its buffer bound plus one read.
+ */
+const READ_COUNT = 50;
 /** Waits after a failed read, ms; the last repeats. */
 const READ_RETRY_MS = [100, 250, 500, 1000, 2000];
 
@@ -45,6 +49,8 @@ interface Entry {
   org: string;
   previous: string;
   json: string;
+  /** The SSE frame, made once for every client. */
+  frame?: string;
 }
 
 /** One client of a session's events. */
@@ -91,8 +97,8 @@ export type OpenedStream =
  * logs of every session that has clients here, on a connection of its own) feeds every client,
  * so a thousand readers of a session cost one read, not a thousand. An event is formatted once
  * and written to each client; a client that does not drain what it is sent (more than
- * `clientBufferBytes` waiting) is dropped and resumes by id, so a slow client holds neither the
- * read nor unbounded memory. A client that starts behind the shared read catches up with reads of
+ * `clientBufferBytes` still waiting when the next read or heartbeat comes) is dropped and resumes
+ * by id, so a slow client holds neither the read nor more than its bound and one read of memory. A client that starts behind the shared read catches up with reads of
  * its own (pages of the log), then joins it. While a session has clients here, its watch key is
  * refreshed; a heartbeat comment goes to every client.
  */
@@ -299,9 +305,14 @@ export class EventReaderHub {
         const group = this.byKey.get(key);
         if (!group || group !== read.get(key) || raws.length === 0) continue;
         group.cursor = raws.at(-1)![0];
-        for (const raw of raws) {
-          const entry = toEntry(raw);
-          for (const client of group.clients) this.deliver(group, client, entry);
+        const entries = raws.map(toEntry);
+        for (const client of [...group.clients]) {
+          // A client still holding more than its bound from earlier reads is not keeping up.
+          if (client.queued === null && client.res.writableLength > this.options.clientBufferBytes) {
+            this.drop(group, client);
+            continue;
+          }
+          for (const entry of entries) this.deliver(group, client, entry);
         }
       }
     }
@@ -356,9 +367,8 @@ export class EventReaderHub {
       client.gapAfter = null;
       client.res.write(sseEvent('stream.truncated', JSON.stringify(truncated)));
     }
-    client.res.write(sseEvent(entry.type, entry.json, entry.id));
+    client.res.write((entry.frame ??= sseEvent(entry.type, entry.json, entry.id)));
     if (entry.type === 'turn.cancelled' || (!client.follow && isTurnEnd(entry.type))) this.end(group, client);
-    else if (client.res.writableLength > this.options.clientBufferBytes) this.drop(group, client);
   }
 
   private heartbeat(): void {

@@ -19,6 +19,8 @@ export interface ApiReplica {
   hub: SessionEventHub;
   /** The event streams' hub, with `events` in the options. */
   events: EventReaderHub | null;
+  /** The hub's blocking-read connection. */
+  eventReader: Redis | null;
   turnQueue: TurnQueueProducer;
   redis: Redis;
   subscriber: Redis;
@@ -106,6 +108,7 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
     store,
     hub,
     events,
+    eventReader: reader,
     turnQueue,
     redis,
     subscriber,
