@@ -1,6 +1,13 @@
 import { validateOpenApi } from '../__fixtures__/issues';
 import { RATE_LIMIT_HEADERS, RETRY_HEADERS } from '../inference/rate-limit-headers';
 import { buildInferenceOpenApi, buildSessionsOpenApi, type OpenApiDocument } from './build-documents';
+import { SESSION_EVENT_TYPES } from '../sessions/session-event.schema';
+
+/** The component name of an event type's schema: `turn.started` → `TurnStartedEvent`, `agent.event` → `AgentCustomEvent`. */
+function eventSchemaName(type: string): string {
+  if (type === 'agent.event') return 'AgentCustomEvent';
+  return `${type.replace(/(^|[._])(\w)/g, (_m, _s, c: string) => c.toUpperCase())}Event`;
+}
 
 /** The Statuses table of inference-api.md. */
 const INFERENCE_STATUSES: Array<[string, string, string[]]> = [
@@ -197,6 +204,28 @@ describe('buildSessionsOpenApi', () => {
   it('documents the turn-complete webhook as a callback carrying WebhookPayload', () => {
     const callbacks = operation(doc, 'post', '/sessions/{session_id}/messages').callbacks as Json;
     expect(JSON.stringify(callbacks)).toContain('#/components/schemas/WebhookPayload');
+  });
+
+  it("lists the event stream: GET events with follow and both ways to resume, and the send's stream answer", () => {
+    const events = responses(doc, 'get', '/sessions/{session_id}/events');
+    expect(Object.keys(events).sort()).toEqual(['200', '400', '401', '404', '429', '503']);
+    expect(JSON.stringify(events['200']?.content)).toBe(
+      JSON.stringify({ 'text/event-stream': { schema: { $ref: '#/components/schemas/SessionEvent' } } }),
+    );
+    const params = operation(doc, 'get', '/sessions/{session_id}/events').parameters as Json[];
+    expect(params.map((p) => [p.name, p.in])).toEqual([
+      ['session_id', 'path'],
+      ['follow', 'query'],
+      ['last_event_id', 'query'],
+      ['Last-Event-ID', 'header'],
+    ]);
+    const send = responses(doc, 'post', '/sessions/{session_id}/messages');
+    expect(Object.keys(send['200']?.content as Json)).toEqual(['text/event-stream']);
+    expect(Object.keys(send['202']?.content as Json)).toEqual(['application/json']);
+    const union = doc.components.schemas.SessionEvent as { oneOf: Json[] };
+    expect(union.oneOf.map((member) => member.$ref)).toEqual(
+      SESSION_EVENT_TYPES.map((type) => expect.stringMatching(new RegExp(`/${eventSchemaName(type)}$`))),
+    );
   });
 
   it('describes MessageRequest as a client sends it: every field optional, defaults shown', () => {

@@ -12,6 +12,18 @@ import {
   SessionSummaryList,
 } from '../sessions/session.schema.js';
 import { TraceMetrics, WebhookPayload, WebhookSpec } from '../sessions/webhook.schema.js';
+import {
+  AgentCustomEvent,
+  MessageDeltaEvent,
+  SessionEvent,
+  StreamTruncatedEvent,
+  ToolCallDeltaEvent,
+  ToolResultEvent,
+  TurnCancelledEvent,
+  TurnCompletedEvent,
+  TurnFailedEvent,
+  TurnStartedEvent,
+} from '../sessions/session-event.schema.js';
 import { componentSchemas, JSON_SCHEMA_DIALECT, schemaRef } from './json-schema.js';
 import type { OpenApiDocument, OpenApiOperation, OpenApiParameter, OpenApiResponse } from './openapi.types.js';
 
@@ -43,6 +55,18 @@ const TOO_LARGE = error(
   'The body is larger than the configured limit (`request_too_large`), or the session history would pass its limit (`history_too_large`).',
 );
 const UNAVAILABLE = error('The session store (Redis) is unreachable (`service_unavailable`).');
+const TOO_MANY_STREAMS = error(
+  'The organization holds its most event streams on this server (`too_many_streams`, with `Retry-After`); close one first.',
+);
+
+/** An answer that is the session's events as Server-Sent Events. */
+const eventStream = (description: string): OpenApiResponse => ({
+  description:
+    `${description} Each event is one frame: \`id:\` its position in the session's event log (resume after it with \`Last-Event-ID\`), ` +
+    '`event:` its type, `data:` one JSON `SessionEvent`. The first frame carries `retry:` and, for a new reader, an `id:` alone ' +
+    '(where the stream starts); `: keep-alive` comments come while nothing happens.',
+  content: { 'text/event-stream': { schema: schemaRef('SessionEvent') } },
+});
 
 const createBody = {
   required: false,
@@ -159,14 +183,62 @@ function sessionPaths(): OpenApiDocument['paths'] {
         },
       },
     },
+    '/sessions/{session_id}/events': {
+      get: {
+        operationId: 'streamSessionEvents',
+        summary: "The session's events as they happen (Server-Sent Events), resumable on any replica",
+        tags: ['events'],
+        parameters: [
+          SESSION_ID,
+          {
+            name: 'follow',
+            in: 'query',
+            description:
+              'false (default): the stream ends after the next ending event (`turn.completed`, `turn.failed`, `turn.cancelled`) of the turn running now or the next one. true: it follows the session across turns until the session is deleted.',
+            schema: { type: 'boolean', default: false },
+          },
+          {
+            name: 'last_event_id',
+            in: 'query',
+            description: 'Resume after this event id (for clients that cannot send the header); the header wins.',
+            schema: { type: 'string', pattern: '^\\d{1,20}-\\d{1,20}$' },
+          },
+          {
+            name: 'Last-Event-ID',
+            in: 'header',
+            description:
+              'Resume after this event id, as EventSource sends it when it reconnects: every later event comes once. Without it, a reader starts at the start of the turn running now (the text written so far comes again), else at the next event.',
+            schema: { type: 'string', pattern: '^\\d{1,20}-\\d{1,20}$' },
+          },
+        ],
+        responses: {
+          '200': eventStream('The events.'),
+          '400': error(
+            'A bad `follow`, or a `Last-Event-ID` / `last_event_id` that is not an event id (`param` names it).',
+          ),
+          '401': UNAUTHORIZED,
+          '404': error("Session not found (also a deleted one, and another organization's)."),
+          '429': TOO_MANY_STREAMS,
+          '503': UNAVAILABLE,
+        },
+      },
+    },
     '/sessions/{session_id}/messages': {
       post: {
         operationId: 'sendMessage',
         summary: 'Send a message; the turn runs in the background',
         tags: ['messages'],
         parameters: [SESSION_ID],
+        description:
+          "With `Accept: text/event-stream` (preferred to JSON) the answer is 200 with the turn's events, from `turn.started` to its ending event; every other client gets the 202.",
         requestBody: { required: true, content: { 'application/json': { schema: schemaRef('MessageRequest') } } },
         responses: {
+          '200': {
+            ...eventStream(
+              "Accepted, answered as a stream (the request asked for `text/event-stream`): the turn's events, ending with its ending event.",
+            ),
+            headers: { Location: { description: '`/sessions/{session_id}`.', schema: { type: 'string' } } },
+          },
           '202': {
             ...json('Accepted; the session is `running`.', 'MessageResponse'),
             headers: { Location: { description: '`/sessions/{session_id}`.', schema: { type: 'string' } } },
@@ -176,6 +248,7 @@ function sessionPaths(): OpenApiDocument['paths'] {
           '404': NOT_FOUND,
           '409': error('The session is already processing a message.'),
           '413': TOO_LARGE,
+          '429': TOO_MANY_STREAMS,
           '503': error(
             'The turn could not be queued (`turn_not_queued`; the session goes to `error` and accepts a new message), or the session store is unreachable.',
           ),
@@ -219,6 +292,16 @@ export function buildSessionsOpenApi(): OpenApiDocument {
       WebhookPayload,
       TraceMetrics,
       SessionErrorResponse,
+      SessionEvent,
+      TurnStartedEvent,
+      MessageDeltaEvent,
+      ToolCallDeltaEvent,
+      ToolResultEvent,
+      AgentCustomEvent,
+      TurnCompletedEvent,
+      TurnFailedEvent,
+      TurnCancelledEvent,
+      StreamTruncatedEvent,
     },
     'output',
   );
@@ -228,7 +311,7 @@ export function buildSessionsOpenApi(): OpenApiDocument {
       title: 'Tollway agent session API',
       version: SESSIONS_API_VERSION,
       description:
-        'Sessions with an agent: send a message, the turn runs on a worker, read the result by (long-)polling or a webhook.',
+        'Sessions with an agent: send a message, the turn runs on a worker, read the result by (long-)polling, a webhook, or its stream of events as it runs.',
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
     },
     jsonSchemaDialect: JSON_SCHEMA_DIALECT,
@@ -238,6 +321,7 @@ export function buildSessionsOpenApi(): OpenApiDocument {
       { name: 'health', description: 'Liveness and worker counts' },
       { name: 'sessions', description: 'Session lifecycle' },
       { name: 'messages', description: 'Turns and history' },
+      { name: 'events', description: "A session's turns as they run" },
     ],
     paths: sessionPaths(),
     components: {
