@@ -115,9 +115,10 @@ async function observedResponse(response: Response, end: (outcome: ChatCallEnd) 
   if (response.headers.get('content-type')?.includes('text/event-stream') && response.body) {
     const scanner = new StreamUsageScanner();
     const decoder = new TextDecoder();
+    // Ended at `[DONE]` (a reader may stop there and cancel the rest) or at the body's end.
     const observed = new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, controller) {
-        scanner.feed(decoder.decode(chunk, { stream: true }));
+        if (scanner.feed(decoder.decode(chunk, { stream: true }))) end(scanner.outcome());
         controller.enqueue(chunk);
       },
       flush: () => end(scanner.outcome()),
@@ -149,10 +150,13 @@ class StreamUsageScanner {
   private usage: ChatCompletionLike['usage'];
   private readonly finishReasons: unknown[] = [];
 
-  feed(text: string): void {
+  /** Reads `text`; true once the stream's `data: [DONE]` has come. */
+  feed(text: string): boolean {
     const lines = (this.rest + text).split('\n');
     this.rest = lines.pop() ?? '';
+    let done = false;
     for (const line of lines) {
+      if (line.trim() === 'data: [DONE]') done = true;
       if (!line.startsWith('data:') || !line.includes('{')) continue;
       try {
         const chunk = JSON.parse(line.slice(5)) as ChatCompletionLike;
@@ -164,6 +168,7 @@ class StreamUsageScanner {
         // not a chunk: the metrics do without it
       }
     }
+    return done;
   }
 
   outcome(): ChatCallEnd {
