@@ -47,6 +47,9 @@ export interface Finding {
  * liveness after each case, and at checkpoints health probes, RSS and the session ledger. A
  * crashed service is started again, so one crash does not hide the rest of a run.
  */
+/** How long a session event stream that stays open is read before the case closes it, ms. */
+const SESSION_STREAM_WINDOW_MS = 1500;
+
 export class Campaign {
   readonly tally: Tally = {
     sent: 0,
@@ -86,7 +89,10 @@ export class Campaign {
     const ctx = { ...this.platform.context, port: service.port, sessionId, hostileModel };
     // The session cases act as an organization of their own, whose turns bill it (see SendContext).
     if (c.service === 'sessions') ctx.orgKey = ctx.sessionsOrgKey;
-    const outcome = await sendRaw(ctx.host, service.port, encodeCase(c, ctx), this.limits.caseTimeoutMs);
+    // A session event stream stays open until a turn ends (or for good, with follow): it is read
+    // for a window, as its first events, then closed.
+    const window = c.service === 'sessions' ? SESSION_STREAM_WINDOW_MS : undefined;
+    const outcome = await sendRaw(ctx.host, service.port, encodeCase(c, ctx), this.limits.caseTimeoutMs, window);
     this.ledger.record(c, fill(c.target, ctx), outcome, origin, ctx);
     this.billing.record(c, outcome);
     this.count(c, outcome);

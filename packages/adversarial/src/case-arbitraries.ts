@@ -149,6 +149,18 @@ const header: fc.Arbitrary<Mutation> = fc
       `${ANOTHER_ORGANIZATION_NAMED} (a second header smuggled in)`,
     ],
     ['Accept', 'text/event-stream', 'accept SSE'],
+    ['Accept', 'text/event-stream;q=0.5, application/json;q=0.4', 'accept SSE preferred by weight'],
+    ['Accept', `text/event-stream;${'q=1;'.repeat(2000)}`, 'accept SSE with 2000 parameters'],
+    // Resume ids of the session event stream: none is an id the log gave (or it is its start).
+    ['Last-Event-ID', '', 'empty Last-Event-ID'],
+    ['Last-Event-ID', 'abc', 'Last-Event-ID not an id'],
+    ['Last-Event-ID', '0-0', 'Last-Event-ID at the log start'],
+    ['Last-Event-ID', '18446744073709551615-18446744073709551615', 'Last-Event-ID at the largest id'],
+    ['Last-Event-ID', '18446744073709551616-0', 'Last-Event-ID past 2^64'],
+    ['Last-Event-ID', `${'1'.repeat(10_000)}-0`, 'Last-Event-ID of 10 000 digits'],
+    ['Last-Event-ID', '1-0, 2-0', 'Last-Event-ID twice (joined)'],
+    ['Last-Event-ID', new Uint8Array([0x31, 0x2d, 0xff]), 'Last-Event-ID of raw bytes'],
+    ['Last-Event-ID', '1-0\u00002-0', 'Last-Event-ID with NUL'],
     ['Accept-Encoding', 'gzip, br, zstd', 'accept-encoding'],
     ['X-Big', 'b'.repeat(20_000), 'header of 20 KB'],
     ['X-Huge', 'h'.repeat(100_000), 'header of 100 KB'],
@@ -507,7 +519,7 @@ function build(template: EndpointTemplate, newSessionId: string, pick: number, m
   if (template.credential === 'console')
     headers.push(['Cookie', 'tollway_console={consoleCookie}'], ['X-CSRF-Token', '{csrfToken}']);
   if (body !== null || rawBody !== null) headers.push(['Content-Type', 'application/json']);
-  headers.push(['Connection', 'close'], ...extraHeaders);
+  headers.push(...(template.headers ?? []), ['Connection', 'close'], ...extraHeaders);
   const target = method === 'CONNECT' ? '127.0.0.1:443' : `/${segments.join('/')}${query !== null ? `?${query}` : ''}`;
   const intact =
     method === template.method &&

@@ -28,7 +28,12 @@ export interface EndpointTemplate {
    */
   credential: 'org' | 'admin' | 'console' | 'tenant' | 'borrowed' | 'none';
   body: JsonNode | null;
+  /** Headers the request carries besides its credential and content type. */
+  headers?: Array<[string, string]>;
 }
+
+/** The mark on the names of the templates answered with an event stream that stays open. */
+export const EVENT_STREAM = '(event stream)';
 
 /** The mark on the names of the session templates sent with another organization's key. */
 export const ANOTHER_ORGANIZATION = '(another organization)';
@@ -323,6 +328,15 @@ export function sessionEndpoints(): EndpointTemplate[] {
       'POST /sessions/{id}/messages (tool)',
     ),
     t('sessions', 'GET', '/sessions/{sessionId}/messages', 'org'),
+    ...[
+      t('sessions', 'GET', '/sessions/{sessionId}/events', 'org'),
+      t('sessions', 'GET', '/sessions/{sessionId}/events', 'org', null, 'follow=true&last_event_id=0-0'),
+      { ...t('sessions', 'GET', '/sessions/{sessionId}/events', 'org'), headers: [['Last-Event-ID', '0-0']] },
+      {
+        ...t('sessions', 'POST', '/sessions/{sessionId}/messages', 'org', messageBody()),
+        headers: [['Accept', 'text/event-stream']],
+      },
+    ].map((template) => ({ ...template, name: `${template.name} ${EVENT_STREAM}` }) as EndpointTemplate),
     // Another organization's key on the fuzz organization's sessions: every one is out of reach. (Not
     // PUT: a session the fuzz deleted unseen frees its id, which is then anyone's to create; the
     // session service's own tests check a PUT over another organization's live session.)
@@ -331,6 +345,12 @@ export function sessionEndpoints(): EndpointTemplate[] {
       t('sessions', 'DELETE', '/sessions/{sessionId}', 'tenant'),
       t('sessions', 'POST', '/sessions/{sessionId}/messages', 'tenant', messageBody()),
       t('sessions', 'GET', '/sessions/{sessionId}/messages', 'tenant'),
+      t('sessions', 'GET', '/sessions/{sessionId}/events', 'tenant', null, 'follow=true'),
+      {
+        ...t('sessions', 'POST', '/sessions/{sessionId}/messages', 'tenant', messageBody()),
+        headers: [['Accept', 'text/event-stream']] as Array<[string, string]>,
+        name: 'POST /sessions/{sessionId}/messages (stream)',
+      },
     ].map((template) => ({ ...template, name: `${template.name} ${ANOTHER_ORGANIZATION}` })),
   ];
 }

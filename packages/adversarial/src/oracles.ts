@@ -7,6 +7,7 @@ import {
 } from '@tollway/contracts';
 import { HOSTILE_ENGINE_JSON, HOSTILE_ENGINE_STREAM, REFUSING_ENGINE_JSON, REFUSING_ENGINE_STREAM } from './endpoints';
 import { eventsRuleBreak, isCount } from './events-rules';
+import { sessionStreamRuleBreak } from './session-stream-rules';
 import { FAITHFUL_MODEL, LYING_MODEL, REFUSING_MODEL } from './hostile-engine';
 import type { FuzzCase } from './fuzz-case';
 import type { Outcome } from './raw-http';
@@ -70,7 +71,7 @@ export function judgeAnswer(c: FuzzCase, outcome: Outcome, hostileModel?: string
   }
   const requestId = requestIdProblem(c, outcome);
   if (requestId) problems.push({ rule: 'request-id', detail: requestId });
-  const events = eventsProblem(c, outcome, hostileModel);
+  const events = eventsProblem(c, outcome, hostileModel) ?? sessionStreamProblem(c, outcome);
   if (events) problems.push({ rule: 'events', detail: events });
   const completion = completionProblem(c, outcome);
   if (completion) problems.push({ rule: 'shape', detail: completion });
@@ -98,6 +99,20 @@ function eventsProblem(
   const hostile = c.endpoint === HOSTILE_ENGINE_JSON || c.endpoint === HOSTILE_ENGINE_STREAM;
   const wellFormed = hostileModel === FAITHFUL_MODEL || hostileModel === LYING_MODEL;
   return eventsRuleBreak({ body: outcome.body.toString('utf8'), mayBreak: hostile && !wellFormed });
+}
+
+/**
+ * The rule a 200 event stream of the session service breaks (`session-stream-rules.ts`), for what
+ * was read of it: a stream that follows a session is read for a window, then closed.
+ */
+function sessionStreamProblem(c: FuzzCase, outcome: Extract<Outcome, { kind: 'response' }>): string | null {
+  if (c.service !== 'sessions' || c.method === 'HEAD' || outcome.status !== 200) return null;
+  if (!(outcome.headers['content-type'] ?? '').startsWith('text/event-stream')) return null;
+  return sessionStreamRuleBreak({
+    body: outcome.body.toString('utf8'),
+    cut: outcome.cut === true || outcome.body.length < outcome.bodyBytes,
+    send: c.method === 'POST',
+  });
 }
 
 /**

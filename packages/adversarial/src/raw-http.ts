@@ -15,6 +15,8 @@ export type Outcome =
       /** Body bytes received in all. */
       bodyBytes: number;
       ms: number;
+      /** An event stream that stays open, read for its window then closed by the client: the body is its start. */
+      cut?: boolean;
     }
   /** The server closed (or reset) the connection without a status line: a clean refusal. */
   | { kind: 'closed'; ms: number; reason: string }
@@ -33,9 +35,20 @@ export interface RawRequest {
 const BODY_KEEP_BYTES = 64 * 1024;
 const HEAD_LIMIT_BYTES = 256 * 1024;
 
-/** Writes `request` to host:port and reads the first final (non-1xx) response, up to `timeoutMs`. */
-export function sendRaw(host: string, port: number, request: RawRequest, timeoutMs: number): Promise<Outcome> {
+/**
+ * Writes `request` to host:port and reads the first final (non-1xx) response, up to `timeoutMs`.
+ * With `streamWindowMs`, a 200 event stream is read that long after its head, then closed (an
+ * answer with `cut`), as a client of a stream that follows a session does.
+ */
+export function sendRaw(
+  host: string,
+  port: number,
+  request: RawRequest,
+  timeoutMs: number,
+  streamWindowMs?: number,
+): Promise<Outcome> {
   const started = Date.now();
+  let window: NodeJS.Timeout | undefined;
   return new Promise((resolve) => {
     const parser = new ResponseParser(request.head === true);
     const socket = connect({ host, port });
@@ -44,6 +57,7 @@ export function sendRaw(host: string, port: number, request: RawRequest, timeout
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearTimeout(window);
       socket.destroy();
       resolve(outcome);
     };
@@ -56,6 +70,13 @@ export function sendRaw(host: string, port: number, request: RawRequest, timeout
     });
     socket.on('data', (data: Buffer) => {
       parser.push(data);
+      const streaming =
+        streamWindowMs !== undefined &&
+        parser.status === 200 &&
+        (parser.headers['content-type'] ?? '').startsWith('text/event-stream');
+      if (streaming && window === undefined) {
+        window = setTimeout(() => finish({ ...parser.outcome(Date.now() - started), cut: true }), streamWindowMs);
+      }
       if (parser.done) finish(parser.outcome(Date.now() - started));
       else if (parser.failed) finish({ kind: 'closed', ms: Date.now() - started, reason: parser.failed });
     });
@@ -126,7 +147,7 @@ class ResponseParser {
     if (this.mode === 'close') this.done = true;
   }
 
-  outcome(ms: number): Outcome {
+  outcome(ms: number): Extract<Outcome, { kind: 'response' }> {
     return {
       kind: 'response',
       status: this.status ?? 0,

@@ -65,9 +65,13 @@ export class SessionLedger {
       if (!framed || outcome.kind !== 'response' || outcome.status >= 500) named.uncertain = true;
     }
     if (outcome.kind !== 'response') return;
-    const id = sessionIdOf(outcome.body);
+    // A send answered as a stream names its session in the path, not in a JSON body.
+    const streamed = acceptedAsStream(c, outcome);
+    const id = streamed
+      ? safeDecode(/^\/sessions\/([^/]+)/.exec(path)?.[1] ?? '').toLowerCase()
+      : sessionIdOf(outcome.body);
     if (outcome.status === 201 && id) this.add(id, stateLength(c, refs));
-    else if (outcome.status === 202 && id) {
+    else if ((outcome.status === 202 || streamed) && id) {
       const known = this.sessions.get(id);
       if (known) known.minHistory += 1;
       this.touched.add(id);
@@ -174,6 +178,16 @@ function sessionIdOf(body: Buffer): string | null {
   } catch {
     return null;
   }
+}
+
+/** A send answered with its turn's stream (200, `text/event-stream`): accepted, as a 202 is. */
+function acceptedAsStream(c: FuzzCase, outcome: Extract<Outcome, { kind: 'response' }>): boolean {
+  return (
+    c.method === 'POST' &&
+    outcome.status === 200 &&
+    /\/messages\/?$/.test(c.target.split('?')[0] ?? '') &&
+    (outcome.headers['content-type'] ?? '').startsWith('text/event-stream')
+  );
 }
 
 /** How many preloaded messages a create request carried, read from the bytes sent (0 when they are not JSON). */

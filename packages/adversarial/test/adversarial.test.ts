@@ -7,7 +7,9 @@
  *   FUZZ_SEED=<seed> FUZZ_PATH=<service>:<path> pnpm exec jest packages/adversarial
  */
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
 import * as fc from 'fast-check';
+import { sendMessageStreaming, streamSessionEvents, type ReceivedSessionEvent } from '@tollway/contracts';
 import { rawExchange } from '@tollway/service-kit/testing';
 import {
   Campaign,
@@ -144,6 +146,107 @@ describe('adversarial requests against the built gateway and session service', (
       },
       120_000,
     );
+  });
+
+  describe('the session event streams, on the built services (real gateway, simulated engines)', () => {
+    const base = () => `http://127.0.0.1:${platform!.sessions.port}`;
+    const key = () => platform!.context.sessionsOrgKey;
+    const created: string[] = [];
+    const newSession = async () => {
+      const res = await fetch(`${base()}/sessions`, { method: 'POST', headers: { authorization: `Bearer ${key()}` } });
+      const id = ((await res.json()) as { session_id: string }).session_id;
+      created.push(id);
+      return id;
+    };
+    const collect = async (events: AsyncIterable<ReceivedSessionEvent>) => {
+      const out: ReceivedSessionEvent[] = [];
+      for await (const event of events) out.push(event);
+      return out;
+    };
+    const text = (events: ReceivedSessionEvent[], field: 'content' | 'reasoning_content') =>
+      events.map(({ event }) => (event.type === 'message.delta' ? (event[field] ?? '') : '')).join('');
+
+    // The ledger counts every session of the organization: these are gone before it checks.
+    afterAll(async () => {
+      for (const id of created) {
+        await fetch(`${base()}/sessions/${id}`, { method: 'DELETE', headers: { authorization: `Bearer ${key()}` } });
+      }
+    });
+
+    it.each([['tollway/sim-chat'], ['tollway/sim-reasoner']])(
+      'gives a turn of %s as deltas that concatenate exactly to the response.content of its turn.completed and of the session',
+      async (model) => {
+        const sessionId = await newSession();
+        const reading = collect(streamSessionEvents({ baseUrl: base(), sessionId, apiKey: key() }));
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const sent = await fetch(`${base()}/sessions/${sessionId}/messages`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key()}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ content: 'Tell me a long story.', user_params: { model, max_tokens: 300 } }),
+        });
+        expect(sent.status).toBe(202);
+        const events = await reading;
+        const last = events.at(-1)!.event;
+        expect(last.type).toBe('turn.completed');
+        if (last.type !== 'turn.completed') return;
+        const content = last.response.response?.content ?? '';
+        expect(content.length).toBeGreaterThan(20);
+        expect(text(events, 'content')).toBe(content);
+        if (model === 'tollway/sim-reasoner') expect(text(events, 'reasoning_content').length).toBeGreaterThan(0);
+        const session = await fetch(`${base()}/sessions/${sessionId}`, {
+          headers: { authorization: `Bearer ${key()}` },
+        });
+        expect(((await session.json()) as { response: { content: string } }).response.content).toBe(content);
+        expect(last.trace_metrics.total_tokens).toBeGreaterThan(0);
+        // The same through a send answered as a stream.
+        const streamed = await collect(
+          sendMessageStreaming({
+            baseUrl: base(),
+            sessionId,
+            apiKey: key(),
+            message: { content: 'Again.', user_params: { model } },
+          }),
+        );
+        const end = streamed.at(-1)!.event;
+        expect(streamed[0]!.event.type).toBe('turn.started');
+        expect(end.type === 'turn.completed' && end.response.response?.content).toBe(text(streamed, 'content'));
+      },
+      60_000,
+    );
+
+    it('holds neither memory nor turns for readers that never read', async () => {
+      const sessionId = await newSession();
+      const port = platform!.sessions.port;
+      const before = platform!.sessions.sampleRss();
+      const stalled = Array.from({ length: 200 }, () => {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.pause();
+        socket.on('error', () => undefined);
+        socket.write(
+          `GET /sessions/${sessionId}/events?follow=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key()}\r\n\r\n`,
+        );
+        return socket;
+      });
+      try {
+        for (let turn = 0; turn < 8; turn++) {
+          const sent = await fetch(`${base()}/sessions/${sessionId}/messages`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${key()}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ content: 'More.', user_params: { max_tokens: 2000 } }),
+          });
+          expect(sent.status).toBe(202);
+          const done = await fetch(`${base()}/sessions/${sessionId}?wait=true&timeout=20`, {
+            headers: { authorization: `Bearer ${key()}` },
+          });
+          expect(((await done.json()) as { status: string }).status).toBe('idle');
+        }
+        expect((await fetch(`${base()}/healthz`)).status).toBe(200);
+        const grown = platform!.sessions.sampleRss() - before;
+        expect(grown).toBeLessThan(96 * 2 ** 20);
+      } finally {
+        for (const socket of stalled) socket.destroy();
+      }
+    }, 120_000);
   });
 
   it('answers every mutated request below 500, in the error shape, with no crash or hang', async () => {
