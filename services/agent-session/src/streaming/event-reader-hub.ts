@@ -111,6 +111,8 @@ export class EventReaderHub {
   private readonly blockMs: number;
   private readonly timers: NodeJS.Timeout[] = [];
   private readerId: number | null = null;
+  /** Fails the read in flight (its connection closed). */
+  private abandonRead: ((err: Error) => void) | null = null;
   private reading = false;
   private unblocking = false;
   private wake: (() => void) | null = null;
@@ -122,8 +124,12 @@ export class EventReaderHub {
     this.keys = streamKeys(options.prefix);
     this.watchTtlMs = options.watchTtlMs ?? WATCH_TTL_MS;
     this.blockMs = options.blockMs ?? 5000;
-    // A new connection is a new client id: the loop asks again before its next read.
-    options.reader.on('close', () => (this.readerId = null));
+    // A read the connection lost is never answered (it is not sent again): it fails here, and the
+    // loop reads again on the new connection, whose client id it asks first.
+    options.reader.on('close', () => {
+      this.readerId = null;
+      this.abandonRead?.(new Error('the event read connection closed'));
+    });
   }
 
   /** Starts the shared read and the heartbeat and watch timers. */
@@ -279,18 +285,23 @@ export class EventReaderHub {
       // made again meanwhile starts from its own cursor).
       const read = new Map([...this.groups.values()].map((group) => [group.key, group]));
       try {
-        this.readerId ??= Number(await reader.client('ID'));
         const groups = [...read.values()];
-        reply = await reader.call(
-          'XREAD',
-          'COUNT',
-          READ_COUNT,
-          'BLOCK',
-          this.blockMs,
-          'STREAMS',
-          ...groups.map((group) => group.key),
-          ...groups.map((group) => group.cursor),
-        );
+        reply = await new Promise((resolve, reject) => {
+          this.abandonRead = reject;
+          (async () => {
+            this.readerId ??= Number(await reader.client('ID'));
+            return reader.call(
+              'XREAD',
+              'COUNT',
+              READ_COUNT,
+              'BLOCK',
+              this.blockMs,
+              'STREAMS',
+              ...groups.map((group) => group.key),
+              ...groups.map((group) => group.cursor),
+            );
+          })().then(resolve, reject);
+        });
         this.failures = 0;
       } catch (err) {
         if (this.closed) break;
@@ -300,6 +311,7 @@ export class EventReaderHub {
         continue;
       } finally {
         this.reading = false;
+        this.abandonRead = null;
       }
       for (const [key, raws] of (reply as Array<[string, Array<[string, string[]]>]> | null) ?? []) {
         const group = this.byKey.get(key);
@@ -312,7 +324,10 @@ export class EventReaderHub {
             this.drop(group, client);
             continue;
           }
+          // One write to the socket for the read's frames, not one each.
+          client.res.cork();
           for (const entry of entries) this.deliver(group, client, entry);
+          client.res.uncork();
         }
       }
     }

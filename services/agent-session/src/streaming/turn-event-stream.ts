@@ -106,16 +106,22 @@ export class TurnEventStream {
   private lastWriteAt = 0;
   private failures = 0;
   private recheck = false;
+  /** A notice that the session has a reader came (maybe before `begin`). */
+  private noticed = false;
 
   constructor(
     private readonly owner: TurnEventStreams,
     readonly turn: TurnIdentityForEvents,
   ) {}
 
-  /** The turn starts: `turn.started` waits first, and one check asks whether the session has readers. */
-  begin(): void {
+  /**
+   * The turn starts: `turn.started` waits first, and one check asks whether the session has
+   * readers. `watched` false skips that check when the caller read the watch key already, in the
+   * step that claimed the turn (a reader that comes after is announced on the watch channel).
+   */
+  begin(watched?: boolean): void {
     this.batch.add({ type: 'turn.started', session_id: this.turn.sessionId, turn_id: this.turn.turnId });
-    void this.flush();
+    if (watched !== false || this.noticed) void this.flush();
   }
 
   /** Events the agent emitted (the child pool hands them over). */
@@ -129,6 +135,7 @@ export class TurnEventStream {
 
   /** The session may have a reader now: a turn not streaming yet checks (and writes if so). */
   watched(): void {
+    this.noticed = true;
     if (this.state !== 'open' || this.mode === 'write') return;
     if (this.inFlight) this.recheck = true;
     else void this.flush();

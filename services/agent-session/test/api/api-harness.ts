@@ -71,7 +71,12 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
   await hub.start();
   const turnQueue = new TurnQueueProducer(queueConnection, prefix);
   const reader = options.events
-    ? new Redis(url, { connectionName: `${connectionTag}:event-reader`, maxRetriesPerRequest: null })
+    ? // As main-api.ts makes it: a read the connection lost is not sent again (the hub reads again).
+      new Redis(url, {
+        connectionName: `${connectionTag}:event-reader`,
+        maxRetriesPerRequest: null,
+        autoResendUnfulfilledCommands: false,
+      })
     : null;
   const events = reader
     ? new EventReaderHub({

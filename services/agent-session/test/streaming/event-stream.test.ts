@@ -173,6 +173,10 @@ describe('a reader that comes mid-turn', () => {
     await send(url, sessionId, 'go');
     await sleep(400);
     const reader = await StreamReader.open(`${url}/sessions/${sessionId}/events`);
+    // The text so far comes as soon as the worker hears of the reader, not when the turn ends.
+    await reader.until('message.delta');
+    const now = (await (await fetch(`${url}/sessions/${sessionId}`)).json()) as { status: string };
+    expect(now.status).toBe('running');
     const events = await reader.rest();
     expect(events[0]!.event.type).toBe('turn.started');
     const deltas = events.filter(({ event }) => event.type === 'message.delta');
@@ -280,7 +284,7 @@ describe('organizations', () => {
 
   beforeAll(async () => {
     scoped = await startStreamPlatform({
-      replicaOptions: { authenticator: orgAuthenticator },
+      replicaOptions: { authenticator: orgAuthenticator, allowCustomIds: true },
       events: { maxStreamsPerOrg: 3 },
     });
     scoped.reply = (_request, res) => sendStream(res, REPLY, 9);
@@ -303,6 +307,28 @@ describe('organizations', () => {
     const own = await StreamReader.open(`${base}/sessions/${sessionId}/events`, { headers: auth(KEYS.a) });
     expect(own.response.status).toBe(200);
     own.close();
+  });
+
+  it("never shows a session's events to another organization that makes a session of the same id after its deletion", async () => {
+    const base = scoped.replicas[0]!.url;
+    const id = '7d8f3a2e-1b4c-4e5f-9a6b-0c1d2e3f4a5b';
+    const put = (key: string) => fetch(`${base}/sessions/${id}`, { method: 'PUT', headers: auth(key) });
+    expect((await put(KEYS.a)).status).toBe(201);
+    const theirs = await StreamReader.open(`${base}/sessions/${id}/events?follow=true`, { headers: auth(KEYS.a) });
+    await send(base, id, 'secret of org a', KEYS.a);
+    const { event: ended } = await theirs.until('turn.completed');
+    expect((await fetch(`${base}/sessions/${id}`, { method: 'DELETE', headers: auth(KEYS.a) })).status).toBe(204);
+    await theirs.rest();
+    // The log of the deleted session is kept a while for its readers; another organization takes the id.
+    expect((await put(KEYS.b)).status).toBe(201);
+    const mine = await StreamReader.open(`${base}/sessions/${id}/events?last_event_id=0-0`, { headers: auth(KEYS.b) });
+    await send(base, id, 'mine', KEYS.b);
+    const events = await mine.rest();
+    const turns = new Set(events.map(({ event }) => ('turn_id' in event ? event.turn_id : null)));
+    expect(turns.size).toBe(1);
+    expect(turns.has(ended.type === 'turn.completed' ? ended.turn_id : '')).toBe(false);
+    expect(events.map(({ event }) => event.type)).not.toContain('turn.cancelled');
+    expect(events.at(-1)!.event.type).toBe('turn.completed');
   });
 
   it("caps one organization's open streams on a process (429), and leaves another's untouched", async () => {

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import { readSseFrames, SessionEvent } from '@tollway/contracts';
+import { streamKeys } from '../../src/store/event-log-keys';
 import { fixtureAgent, waitFor } from '../worker/worker-harness';
 import { send, startStreamPlatform, StreamReader, type Got, type StreamPlatform } from './stream-harness';
 
@@ -16,7 +17,7 @@ let redis: Redis;
 beforeAll(async () => {
   platform = await startStreamPlatform({
     workerEnv: { AGENT_MODULE: fixtureAgent('chatty') },
-    events: { clientBufferBytes: 64 * 1024 },
+    events: { clientBufferBytes: 64 * 1024, watchTtlMs: 600 },
   });
   url = platform.replicas[0]!.url;
   redis = new Redis('redis://127.0.0.1:6379');
@@ -123,6 +124,16 @@ it('reads on after its read connection is cut, missing nothing', async () => {
   const events = await reader.rest();
   expect(events.filter(({ event }) => event.type === 'agent.event')).toHaveLength(200);
   expect(events).toEqual(await reference.rest());
+});
+
+it('keeps a session watched while it has a reader, and lets the mark lapse once the last one has gone', async () => {
+  const sessionId = await platform.createSession();
+  const watch = streamKeys(platform.prefix).watch(sessionId);
+  const reader = await StreamReader.open(`${url}/sessions/${sessionId}/events`);
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  expect(await redis.pttl(watch)).toBeGreaterThan(0);
+  reader.close();
+  await waitFor(async () => (await redis.exists(watch)) === 0, 3000);
 });
 
 /** Parses an HTTP/1.1 chunked body's SSE frames (the chunk framing removed), and its last event id. */

@@ -44,7 +44,7 @@ redis.call('PUBLISH', ARGV[3], cjson.encode({ session_id = ARGV[1], status = 'de
 -- enough for connected readers to read this last event), ARGV[9] the error a cancelled turn's
 -- webhook carries. When the session has readers or a log, turn.cancelled (of the running turn, or
 -- with turn_id null) ends the log, in the step that deletes the session.
-if redis.call('EXISTS', KEYS[7]) == 1 or redis.call('EXISTS', KEYS[8]) == 1 then
+if redis.call('EXISTS', KEYS[7], KEYS[8]) > 0 then
   local turn = ''
   local turn_json = 'null'
   if s[1] == 'running' and s[3] then

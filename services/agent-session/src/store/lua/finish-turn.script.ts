@@ -61,7 +61,7 @@ end
 -- session as it reads now) are appended here, in the step that ends the turn: the log and the
 -- session's state never disagree, and nothing of the turn can follow its ending event.
 local stream = cjson.decode(ARGV[#ARGV])
-if stream.w == 'write' or redis.call('EXISTS', KEYS[8]) == 1 or redis.call('EXISTS', KEYS[7]) == 1 then
+if stream.w == 'write' or redis.call('EXISTS', KEYS[7], KEYS[8]) > 0 then
   local org = redis.call('HGET', KEYS[1], 'org') or ''
   local start = stream.s
   local prev = last_id(KEYS[7])

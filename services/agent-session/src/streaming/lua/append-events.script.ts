@@ -12,14 +12,15 @@ import { APPEND_LUA } from '../../store/event-log-keys';
  * ARGV[1] turn id, ARGV[2] the session's organization ('' = none), ARGV[3] most entries kept
  * (approximate), ARGV[4] how long the log lives after its last entry (ms), ARGV[5] 'check' | 'write',
  * ARGV[6] id of the turn's first entry ('' until it has one), ARGV[7..] pairs of event type and JSON
- * returns { 1, first entry id of the turn } when written, { 0, '' } when not watched (check mode),
- * { -1, '' } when the turn is no longer current
+ * returns { 1, first entry id of the turn } when written, { 0, '' } when not watched (check mode;
+ * then the turn is not looked at), { -1, '' } when the turn is no longer current
  */
 export const appendEventsScript = luaScript(
   `${APPEND_LUA}
+-- The check first: a turn no one reads costs one command here.
+if ARGV[5] ~= 'write' and redis.call('EXISTS', KEYS[3]) == 0 then return { 0, '' } end
 local s = redis.call('HMGET', KEYS[1], 'status', 'turn_id')
 if s[1] ~= 'running' or s[2] ~= ARGV[1] then return { -1, '' } end
-if ARGV[5] ~= 'write' and redis.call('EXISTS', KEYS[3]) == 0 then return { 0, '' } end
 local start = ARGV[6]
 local prev = last_id(KEYS[2])
 for i = 7, #ARGV, 2 do

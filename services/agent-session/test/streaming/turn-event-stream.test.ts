@@ -1,0 +1,148 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { observeScriptCalls } from '@tollway/accounts';
+import { SessionEvent } from '@tollway/contracts';
+import { createLogger } from '@tollway/service-kit';
+import { streamKeys } from '../../src/store/event-log-keys';
+import { SessionStore } from '../../src/store/session-store';
+import { TurnEventStreams, type TurnEventStream } from '../../src/streaming/turn-event-stream';
+import { deleteKeys, testPrefix } from '../api/api-harness';
+import { waitFor } from '../worker/worker-harness';
+
+// The worker's writer of a turn's events, on real Redis: what it writes, when, and in how many
+// round trips, with no reader, once one comes, and once the turn is over.
+const prefix = testPrefix();
+const keys = streamKeys(prefix);
+const redis = new Redis('redis://127.0.0.1:6379');
+const subscriber = new Redis('redis://127.0.0.1:6379');
+const store = new SessionStore({ redis, prefix });
+let streams: TurnEventStreams;
+const scripts: string[] = [];
+
+beforeAll(async () => {
+  streams = await TurnEventStreams.start({
+    redis,
+    subscriber,
+    prefix,
+    retention: { maxEntries: 1000, retentionMs: 60_000 },
+    flushIntervalMs: 40,
+    flushChars: 1_000_000,
+    logger: createLogger({ service: 'test', silent: true }),
+  });
+  observeScriptCalls((name) => scripts.push(name));
+});
+
+afterAll(async () => {
+  observeScriptCalls(null);
+  await deleteKeys(prefix);
+  await Promise.all([redis.quit(), subscriber.quit()]);
+});
+
+/** A session running a new turn, and the stream of that turn. */
+async function runningTurn(): Promise<{ sessionId: string; turnId: string; stream: TurnEventStream }> {
+  const sessionId = randomUUID();
+  const turnId = randomUUID();
+  await store.create(sessionId, 'org_a', [], { maxSessions: 1000, maxHistoryBytes: 1 << 20 });
+  await store.startTurn(sessionId, 'org_a', turnId, { role: 'user', content: 'hi' }, 1 << 20);
+  return { sessionId, turnId, stream: streams.open({ sessionId, turnId, orgId: 'org_a' }) };
+}
+
+/** The session's log as [type, event] pairs. */
+async function log(sessionId: string): Promise<Array<[string, SessionEvent]>> {
+  const entries = (await redis.xrange(keys.events(sessionId), '-', '+')) as Array<[string, string[]]>;
+  return entries.map(([, fields]) => {
+    const get = (name: string) => fields[fields.indexOf(name) + 1] as string;
+    return [get('y'), SessionEvent.parse(JSON.parse(get('e')))];
+  });
+}
+
+const delta = (content: string) => ({ type: 'message.delta' as const, message_index: 0, content });
+
+it('costs one round trip for a turn no one reads, and keeps what it would write', async () => {
+  const { sessionId, turnId, stream } = await runningTurn();
+  scripts.length = 0;
+  stream.begin();
+  for (const piece of ['Hel', 'lo', ' there']) stream.push([delta(piece)]);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect(scripts).toEqual(['events_append']);
+  expect(await redis.exists(keys.events(sessionId))).toBe(0);
+  const tail = await stream.finishing('{"trace_id":null,"total_duration":1,"total_tokens":3,"has_error":false}');
+  expect(tail).toMatchObject({ mode: 'check', startId: '' });
+  expect(tail.pending.map(([type, json]) => [type, JSON.parse(json)])).toEqual([
+    ['turn.started', { type: 'turn.started', session_id: sessionId, turn_id: turnId }],
+    ['message.delta', { ...delta('Hello there'), session_id: sessionId, turn_id: turnId }],
+  ]);
+  stream.close();
+  // A reader that comes as the turn ends gets it whole: the finish script writes what waited.
+  await redis.set(keys.watch(sessionId), '1', 'PX', 10_000);
+  const reply = { role: 'assistant' as const, content: 'Hello there' };
+  await store.finishTurn(sessionId, turnId, { kind: 'success', append: [reply], response: reply }, 'worker', tail);
+  expect((await log(sessionId)).map(([type]) => type)).toEqual(['turn.started', 'message.delta', 'turn.completed']);
+});
+
+it('writes the turn from its start as soon as a reader is announced, then in batches, and ends it with the finish script', async () => {
+  const { sessionId, turnId, stream } = await runningTurn();
+  stream.begin(false);
+  stream.push([delta('before ')]);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  expect(await redis.exists(keys.events(sessionId))).toBe(0);
+  // A reader comes: its API process sets the watch key and announces it.
+  await redis.set(keys.watch(sessionId), '1', 'PX', 10_000);
+  await redis.publish(keys.watchChannel, sessionId);
+  await waitFor(async () => (await log(sessionId)).length === 2);
+  scripts.length = 0;
+  for (let i = 0; i < 50; i++) {
+    stream.push([delta(`${i} `)]);
+    await new Promise((resolve) => setTimeout(resolve, 4));
+  }
+  await waitFor(async () => (await log(sessionId)).length > 2);
+  const tail = await stream.finishing('{"trace_id":null,"total_duration":0.5,"total_tokens":9,"has_error":false}');
+  const text = `before ${Array.from({ length: 50 }, (_, i) => `${i} `).join('')}`;
+  const reply = { role: 'assistant' as const, content: text };
+  expect(
+    await store.finishTurn(sessionId, turnId, { kind: 'success', append: [reply], response: reply }, 'worker', tail),
+  ).toBe('applied');
+  stream.close();
+  const events = await log(sessionId);
+  expect(events[0]![0]).toBe('turn.started');
+  expect(events.at(-1)).toEqual([
+    'turn.completed',
+    {
+      type: 'turn.completed',
+      session_id: sessionId,
+      turn_id: turnId,
+      response: { session_id: sessionId, status: 'idle', response: reply, error: null },
+      trace_metrics: { trace_id: null, total_duration: 0.5, total_tokens: 9, has_error: false },
+    },
+  ]);
+  const deltas = events.filter(([type]) => type === 'message.delta').map(([, event]) => event);
+  expect(deltas.map((event) => (event.type === 'message.delta' ? event.content : '')).join('')).toBe(text);
+  // 50 pushes over about 200 ms: a handful of writes, not one per delta.
+  expect(scripts.filter((name) => name === 'events_append').length).toBeLessThan(15);
+  // Every entry names the one before it, and the turn's first entry.
+  const raw = (await redis.xrange(keys.events(sessionId), '-', '+')) as Array<[string, string[]]>;
+  const field = (entry: [string, string[]], name: string) => entry[1][entry[1].indexOf(name) + 1];
+  raw.forEach((entry, i) => {
+    expect(field(entry, 'p')).toBe(i === 0 ? '' : raw[i - 1]![0]);
+    expect(field(entry, 's')).toBe(i === 0 ? '' : raw[0]![0]);
+    expect(field(entry, 'o')).toBe('org_a');
+  });
+});
+
+it('writes nothing of a turn after its session is deleted: the deletion is its last event', async () => {
+  const { sessionId, turnId, stream } = await runningTurn();
+  await redis.set(keys.watch(sessionId), '1', 'PX', 10_000);
+  stream.begin();
+  await waitFor(async () => (await log(sessionId)).length === 1);
+  expect(await store.delete(sessionId, 'org_a')).toBe('deleted');
+  stream.push([delta('too late')]);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  stream.close();
+  expect((await log(sessionId)).map(([type, event]) => [type, 'turn_id' in event ? event.turn_id : null])).toEqual([
+    ['turn.started', turnId],
+    ['turn.cancelled', turnId],
+  ]);
+  // The deleted session's log goes soon after, its watch key at once.
+  expect(await redis.pttl(keys.events(sessionId))).toBeLessThanOrEqual(30_000);
+  expect(await redis.exists(keys.watch(sessionId))).toBe(0);
+});
