@@ -6,7 +6,9 @@
 //      + long-poll) and with one (the stream opened before the send, read to turn.completed);
 //   3. memory and CPU per reader of one API process with --readers readers of one session: RSS
 //      with the readers connected and idle, and API CPU over the same turns without and with them.
-// Usage: pnpm build && node bench/session-events.mjs [--turns 30] [--readers 1000] [--tokens 200]
+// With --base DIR (a checkout of another build, built), 2. also counts a turn without a reader on
+// that build's API and worker, in the same run: what streaming adds to a turn no one reads.
+// Usage: pnpm build && node bench/session-events.mjs [--turns 30] [--readers 1000] [--tokens 200] [--base DIR]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -17,13 +19,13 @@ import { Redis } from 'ioredis';
 import { benchArgs } from './lib/args.mjs';
 import { cpuMsOf, quantile, rssOf, startService, stopProcess } from './lib/processes.mjs';
 
-const { turns, readers, tokens } = benchArgs(
-  'node bench/session-events.mjs [--turns 30] [--readers 1000] [--tokens 200]',
-  { numbers: { turns: 30, readers: 1000, tokens: 200 } },
+const { turns, readers, tokens, base } = benchArgs(
+  'node bench/session-events.mjs [--turns 30] [--readers 1000] [--tokens 200] [--base DIR]',
+  { numbers: { turns: 30, readers: 1000, tokens: 200 }, strings: { base: null } },
 );
 const root = new URL('..', import.meta.url).pathname;
 // Ports of this bench's own processes (a Redis of its own: INFO counts only this run's commands).
-const PORTS = { redis: 24379, gateway: 24080, api: 24081 };
+const PORTS = { redis: 24379, gateway: 24080, api: 24081, baseApi: 24082 };
 const MODEL = 'bench/sim';
 const KEY = `tw-bench-${'k'.repeat(40)}`;
 const prefix = 'bench-events:';
@@ -87,20 +89,28 @@ async function startServices() {
       CATALOG_WATCH: 'false',
     },
   });
-  const api = await startService(join(root, 'services/agent-session/dist/main-api.js'), {
+  children.push(gateway.child);
+  return { gateway, ...(await startSessionServices(root, PORTS.api, prefix)) };
+}
+
+/** The session API (no auth) and one worker (concurrency 4, the default chat agent) of the build in `dir`. */
+async function startSessionServices(dir, port, keyPrefix) {
+  const common = { REDIS_URL: `redis://127.0.0.1:${PORTS.redis}`, REDIS_PREFIX: keyPrefix, ACCESS_LOG: 'false' };
+  const api = await startService(join(dir, 'services/agent-session/dist/main-api.js'), {
     args: ['--no-auth', '--max-sessions', '1000000'],
     env: {
       ...common,
       LOG_LEVEL: 'info',
-      SESSIONS_PORT: String(PORTS.api),
+      SESSIONS_PORT: String(port),
       SESSIONS_HOST: '127.0.0.1',
       HTTP_MAX_CONNECTIONS: '20000',
     },
   });
-  const worker = spawn(process.execPath, [join(root, 'services/agent-session/dist/main-worker.js')], {
+  const worker = spawn(process.execPath, [join(dir, 'services/agent-session/dist/main-worker.js')], {
     env: {
       ...process.env,
       ...common,
+      LOG_LEVEL: 'warn',
       WORKER_CONCURRENCY: '4',
       GATEWAY_BASE_URL: `http://127.0.0.1:${PORTS.gateway}/v1`,
       GATEWAY_API_KEY: KEY,
@@ -108,20 +118,20 @@ async function startServices() {
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
-  children.push(gateway.child, api.child, worker);
+  children.push(api.child, worker);
   await sleep(1500);
-  return { gateway, api, worker };
+  return { api, worker };
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-function call(method, path, body) {
+function call(method, path, body, port = PORTS.api) {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = http.request(
       {
         host: '127.0.0.1',
-        port: PORTS.api,
+        port,
         method,
         path,
         agent,
@@ -191,8 +201,8 @@ function openStream(path, { method = 'GET', body, onFrame } = {}) {
   return { state, opened, ended };
 }
 
-async function newSession() {
-  return (await call('POST', '/sessions')).body.session_id;
+async function newSession(port = PORTS.api) {
+  return (await call('POST', '/sessions', undefined, port)).body.session_id;
 }
 
 const message = () => ({ content: 'Tell me a story.', user_params: { max_tokens: tokens } });
@@ -291,15 +301,25 @@ async function commandsPerTurn(redis, run) {
   return { perTurn, byCommand, idleRate };
 }
 
+/** `turns` turns on one session of the API at `port`, each sent and then long-polled to its end. */
+async function unreadTurns(port) {
+  const sessionId = await newSession(port);
+  for (let i = 0; i < turns; i++) {
+    await call('POST', `/sessions/${sessionId}/messages`, message(), port);
+    const done = await call('GET', `/sessions/${sessionId}?wait=true&timeout=30`, undefined, port);
+    if (done.body.status !== 'idle') throw new Error(`turn ended ${done.body.status}`);
+  }
+}
+
 async function redisPhase(redis) {
-  const sessionId = await newSession();
-  const without = await commandsPerTurn(redis, async () => {
-    for (let i = 0; i < turns; i++) {
-      await call('POST', `/sessions/${sessionId}/messages`, message());
-      const done = await call('GET', `/sessions/${sessionId}?wait=true&timeout=30`);
-      if (done.body.status !== 'idle') throw new Error(`turn ended ${done.body.status}`);
-    }
-  });
+  let baseline = null;
+  if (base) {
+    const started = await startSessionServices(base, PORTS.baseApi, 'bench-events-base:');
+    await unreadTurns(PORTS.baseApi);
+    baseline = await commandsPerTurn(redis, () => unreadTurns(PORTS.baseApi));
+    await Promise.all([stopProcess(started.api.child), stopProcess(started.worker)]);
+  }
+  const without = await commandsPerTurn(redis, () => unreadTurns(PORTS.api));
   const watched = await newSession();
   const withReader = await commandsPerTurn(redis, async () => {
     for (let i = 0; i < turns; i++) {
@@ -310,7 +330,7 @@ async function redisPhase(redis) {
       if (state.events.at(-1) !== 'turn.completed') throw new Error(`stream ended with ${state.events.at(-1)}`);
     }
   });
-  return { without, withReader };
+  return { baseline, without, withReader };
 }
 
 async function readersPhase(api) {
@@ -396,6 +416,14 @@ async function main() {
       `   with one reader (stream, then send):     ${commands.withReader.perTurn.toFixed(1)}  ${JSON.stringify(commands.withReader.byCommand)}`,
     );
     console.log(`   ratio with / without: ${(commands.withReader.perTurn / commands.without.perTurn).toFixed(2)}`);
+    if (commands.baseline) {
+      console.log(
+        `   base build (${base}), without a reader: ${commands.baseline.perTurn.toFixed(1)}  ${JSON.stringify(commands.baseline.byCommand)}`,
+      );
+      console.log(
+        `   this build / base build, without a reader: ${(commands.without.perTurn / commands.baseline.perTurn).toFixed(2)}`,
+      );
+    }
 
     const load = await readersPhase(api);
     console.log(
