@@ -1,12 +1,6 @@
 import type { MessageRequest, SessionResponse, SessionStateMessage, SessionSummary } from '@tollway/contracts';
 import type { SessionListItem, SessionRecord, StoredMessage } from '../store/session-store';
 
-/**
- * Error text of a turn ended because its session was deleted while it ran: its webhook's `error`
- * (sent with status `error`) and its `turn.cancelled` event's.
- */
-export const TURN_CANCELLED_ERROR = 'turn cancelled: session deleted';
-
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Session ids are UUIDs of any version, compared in lower case. Null when `raw` is not one. */

@@ -13,7 +13,7 @@ import {
   type StreamKeys,
   type TurnEndEvents,
 } from './event-log-keys';
-import { TURN_CANCELLED_ERROR } from '../domain/session-rules';
+import { TURN_CANCELLED_ERROR } from '../domain/turn-errors';
 
 export { sessionEventsChannel, turnCancelChannel } from './session-keys';
 

@@ -1,7 +1,7 @@
 import type { ChatMessage, TraceMetrics, WebhookPayload, WebhookSpec } from '@tollway/contracts';
 import type { StoredMessage } from '../store/session-store';
 
-export { TURN_CANCELLED_ERROR } from '../domain/session-rules';
+export { TURN_CANCELLED_ERROR } from '../domain/turn-errors';
 
 /** How a turn ended, for its webhook. */
 export type TurnEnd = { kind: 'success'; response: ChatMessage } | { kind: 'error'; error: string };
