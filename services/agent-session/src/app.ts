@@ -18,11 +18,12 @@ import { allowedMethods, OPEN_PATHS, sessionPaths } from './api/allowed-methods'
 import { authenticateOrg, type OrgAuthenticator } from './api/auth';
 import { healthRouter, type WorkerStatsReader } from './api/health.route';
 import { messagesRouter } from './api/messages.route';
-import type { TurnQueue } from './api/route-deps';
 import { sessionErrors } from './api/session-errors';
 import { sessionsRouter } from './api/sessions.route';
 import type { SessionEventHub } from './store/session-event-hub';
+import type { OrganizationLimitsSource } from './store/organization-limits';
 import type { SessionStore } from './store/session-store';
+import type { TurnNotifier } from './webhooks/turn-notifier';
 import { requestTelemetry } from './observability/request-telemetry.middleware';
 import { writeMetrics } from '@tollway/telemetry';
 import type { Registry } from 'prom-client';
@@ -34,7 +35,10 @@ export interface AppDeps {
   store: SessionStore;
   /** Must be started (subscribed) before long-polls are served. */
   hub: SessionEventHub;
-  turnQueue: TurnQueue;
+  /** Each organization's session limits. */
+  limits: OrganizationLimitsSource;
+  /** Sends the cancellation callback of a waiting turn whose session is deleted; null or absent = none. */
+  notifier?: TurnNotifier | null;
   /** Null turns authentication off (`--no-auth`): every caller is org null. */
   authenticator: OrgAuthenticator | null;
   workerStats: WorkerStatsReader;
@@ -104,6 +108,7 @@ export function buildApp(deps: AppDeps): Express {
   app.use(allowedMethods(sessionPaths(deps.allowCustomIds)));
   const routeDeps = {
     ...deps,
+    notifier: deps.notifier ?? null,
     clock: deps.clock ?? Date.now,
     maxHistoryBytes: deps.maxHistoryBytes ?? DEFAULT_MAX_HISTORY_BYTES,
   };

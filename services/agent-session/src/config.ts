@@ -68,6 +68,14 @@ const apiSchema = z.object({
     .default(4 * 1024 * 1024),
   /** Deepest nesting of arrays and objects in a body, checked before parsing; default 64. Deeper gets 400 `invalid_json`. */
   maxJsonDepth: z.coerce.number().int().min(2).max(10_000).default(64),
+  /** Sessions one organization may hold unless its record sets its own; default 0 = only `maxSessions` applies. */
+  orgMaxSessions: z.coerce.number().int().min(0).max(1_000_000_000).default(0),
+  /** Turns one organization may have executing at once unless its record sets its own; default 0 = no cap. */
+  orgMaxRunningTurns: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  /** Turns one organization may have waiting unless its record sets its own; default 0 = no limit. */
+  orgMaxWaitingTurns: z.coerce.number().int().min(0).max(1_000_000_000).default(0),
+  /** An organization's share of the workers when several wait, unless its record sets its own; default 1. */
+  orgTurnWeight: z.coerce.number().int().min(1).max(1000).default(1),
   ...HTTP_LIMIT_FIELDS,
 });
 
@@ -85,6 +93,10 @@ const apiSources = {
   maxBodyBytes: { env: 'SESSIONS_MAX_BODY_BYTES', flag: 'max-body-bytes' },
   maxHistoryBytes: { env: 'SESSIONS_MAX_HISTORY_BYTES', flag: 'max-history-bytes' },
   maxJsonDepth: { env: 'SESSIONS_MAX_JSON_DEPTH' },
+  orgMaxSessions: { env: 'ORG_MAX_SESSIONS', flag: 'org-max-sessions' },
+  orgMaxRunningTurns: { env: 'ORG_MAX_RUNNING_TURNS', flag: 'org-max-running-turns' },
+  orgMaxWaitingTurns: { env: 'ORG_MAX_WAITING_TURNS', flag: 'org-max-waiting-turns' },
+  orgTurnWeight: { env: 'ORG_TURN_WEIGHT', flag: 'org-turn-weight' },
   ...HTTP_LIMIT_SOURCES,
 } satisfies Record<keyof z.infer<typeof apiSchema>, ConfigSource>;
 
@@ -107,6 +119,11 @@ export interface ApiConfig extends HttpLimits, TelemetryConfig {
   maxBodyBytes: number;
   maxHistoryBytes: number;
   maxJsonDepth: number;
+  /** Per-organization defaults (0 = none); an organization's record may set its own. */
+  orgMaxSessions: number;
+  orgMaxRunningTurns: number;
+  orgMaxWaitingTurns: number;
+  orgTurnWeight: number;
 }
 
 /** Parses the API's flags and environment once; throws a ConfigError naming a bad value. */

@@ -76,10 +76,6 @@ const workerSchema = z.object({
   turnTimeoutMs: durationMs(0).default(600_000),
   /** Lifetime of a worker's registration and of its turn leases without a heartbeat, in ms; default 5000. */
   leaseTtlMs: durationMs(100).default(5000),
-  /** BullMQ lock of a job being run, in ms (renewed at half); a lapsed lock fails the job, never reruns it; default 10 000. */
-  jobLockDurationMs: durationMs(100).default(10_000),
-  /** How often BullMQ looks for jobs whose lock lapsed, in ms; default 5000. */
-  stalledIntervalMs: durationMs(100).default(5000),
   /** How often the reaper looks for orphaned turns, in ms; default 1000. */
   reaperIntervalMs: durationMs(50).default(1000),
 });
@@ -102,8 +98,6 @@ const workerSources = {
   tracingEnabled: { env: 'TRACING_ENABLED' },
   turnTimeoutMs: { env: 'TURN_TIMEOUT_MS' },
   leaseTtlMs: { env: 'WORKER_LEASE_TTL_MS' },
-  jobLockDurationMs: { env: 'JOB_LOCK_DURATION_MS' },
-  stalledIntervalMs: { env: 'STALLED_INTERVAL_MS' },
   reaperIntervalMs: { env: 'REAPER_INTERVAL_MS' },
 } satisfies Record<keyof z.infer<typeof workerSchema>, ConfigSource>;
 

@@ -1,12 +1,9 @@
 import { z } from 'zod';
 import { MessageRequest } from '../sessions/message.schema.js';
 
-/** BullMQ queue that carries agent turns from the session API to the workers. */
-export const AGENT_TURN_QUEUE = 'agent-turns';
-
 /**
- * Payload of one agent-turn job. `turn_id` is also the BullMQ job id, so a turn is enqueued
- * at most once, and it is the compare-and-set token that a finishing turn must still hold.
+ * Payload of one agent turn, as the session API queues it for the workers (kept with the session
+ * while the turn runs). `turn_id` is the compare-and-set token that a finishing turn must still hold.
  */
 export const AgentTurnJob = z.object({
   session_id: z.uuid(),

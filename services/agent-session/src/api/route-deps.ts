@@ -1,20 +1,17 @@
-import type { AgentTurnJob } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
 import type { SessionEventHub } from '../store/session-event-hub';
+import type { OrganizationLimitsSource } from '../store/organization-limits';
 import type { SessionStore } from '../store/session-store';
-
-/** Hands an accepted turn to the workers; rejects when the queue is unreachable. */
-export interface TurnQueue {
-  enqueue(job: AgentTurnJob): Promise<void>;
-  /** Resolves when the queue can take jobs: started, its connection answering (`/readyz`); absent: assumed. */
-  check?(): Promise<void>;
-}
+import type { TurnNotifier } from '../webhooks/turn-notifier';
 
 /** What the session and message routes need. */
 export interface SessionRouteDeps {
   store: SessionStore;
   hub: SessionEventHub;
-  turnQueue: TurnQueue;
+  /** Each organization's session limits (its record, else the configured defaults). */
+  limits: OrganizationLimitsSource;
+  /** Sends the cancellation callback of a turn a deletion took out of the queue; null = none sent. */
+  notifier: TurnNotifier | null;
   logger: Logger;
   /** Session cap (`--max-sessions`). */
   maxSessions: number;

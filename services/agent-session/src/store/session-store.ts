@@ -2,9 +2,16 @@ import type { Redis } from 'ioredis';
 import type { ChatMessage, SessionStatus } from '@tollway/contracts';
 import { createSessionScript } from './lua/create-session.script';
 import { deleteSessionScript } from './lua/delete-session.script';
-import { finishTurnScript } from './lua/finish-turn.script';
 import { startTurnScript } from './lua/start-turn.script';
-import { sessionEventsChannel, sessionKeys, turnCancelChannel, type SessionKeys } from './session-keys';
+import { endTurnScript } from './lua/end-turn.script';
+import {
+  schedulerOrg,
+  sessionEventsChannel,
+  sessionKeyBase,
+  sessionKeys,
+  turnCancelChannel,
+  type SessionKeys,
+} from './session-keys';
 
 export { sessionEventsChannel, turnCancelChannel } from './session-keys';
 
@@ -36,22 +43,53 @@ export interface SessionListItem {
 
 /**
  * How long the marker of a turn another than its worker ended lives, ms: past any pause of a
- * worker that fetched its job (a failed job is kept 10 minutes).
+ * worker that held it (its lease was taken meanwhile).
  */
-const ENDED_MARKER_TTL_MS = 3_600_000;
+export const ENDED_MARKER_TTL_MS = 3_600_000;
 
-/** How a turn ended, as the worker reports it. */
-/** Who ends a turn: its worker, a reaper that found it orphaned, or the API that could not queue it. */
+/**
+ * How long the job of a turn whose session was deleted while it executed is kept, ms: the reaper
+ * that ends it, should its worker be gone, sends its cancellation callback from it.
+ */
+export const CANCELLED_JOB_TTL_MS = 3_600_000;
+
+/** Who ends a turn: its worker, a reaper that found it orphaned, or the API. */
 export type TurnEnder = 'worker' | 'reaper' | 'api';
 
 export type TurnOutcome =
   { kind: 'success'; append: StoredMessage[]; response: ChatMessage } | { kind: 'error'; error: string };
 
-/** Result of a create: `created`, `exists` (PUT of a taken id) or `limit` (the cap is reached). */
-export type CreateResult = 'created' | 'exists' | 'limit' | 'too_large';
+/**
+ * Result of a create: `created`, `exists` (PUT of a taken id), `limit` (the service's cap is
+ * reached), `org_limit` (the organization's own cap is) or `too_large` (the history is).
+ */
+export type CreateResult = 'created' | 'exists' | 'limit' | 'org_limit' | 'too_large';
 
-/** Result of a send: `ok` (now running), `missing` (absent or another org's) or `busy` (already running). */
-export type StartTurnResult = 'ok' | 'missing' | 'busy' | 'full';
+/**
+ * Result of a send: `ok` (now running, its turn queued), `missing` (absent or another org's),
+ * `busy` (already running), `full` (the history would pass its bound) or `queue_full` (the
+ * organization has as many turns waiting as it may).
+ */
+export type StartTurnResult = 'ok' | 'missing' | 'busy' | 'full' | 'queue_full';
+
+/** An organization's limits as the session service applies them (0 = none). */
+export interface OrganizationTurnLimits {
+  /** Sessions it may hold (0 = only the service's cap applies). */
+  maxSessions: number;
+  /** Turns it may have executing at once (0 = no cap). */
+  maxRunningTurns: number;
+  /** Turns it may have waiting (0 = no limit). */
+  maxWaitingTurns: number;
+  /** Its share when organizations wait: `weight` turns dispatched for each of a weight-1 organization. */
+  weight: number;
+}
+
+/** A session's deletion: whether it was there, and the job of a turn that was waiting (it never ran). */
+export interface DeleteResult {
+  deleted: boolean;
+  /** The waiting turn's job JSON, removed from the queue: its cancellation callback is the caller's to send. */
+  waitingJob: string | null;
+}
 
 /** Options of SessionStore. */
 export interface SessionStoreOptions {
@@ -73,6 +111,7 @@ const SWEEP_BATCH = 500;
 export class SessionStore {
   readonly prefix: string;
   private readonly redis: Redis;
+  private readonly base: string;
   private readonly keys: SessionKeys;
   private readonly clock: () => number;
   private readonly eventsChannel: string;
@@ -82,6 +121,7 @@ export class SessionStore {
     this.redis = options.redis;
     this.prefix = options.prefix;
     this.keys = sessionKeys(options.prefix);
+    this.base = sessionKeyBase(options.prefix);
     this.clock = options.clock ?? Date.now;
     this.eventsChannel = sessionEventsChannel(options.prefix);
     this.cancelChannel = turnCancelChannel(options.prefix);
@@ -95,7 +135,7 @@ export class SessionStore {
     sessionId: string,
     org: string | null,
     history: StoredMessage[],
-    limits: { maxSessions: number; maxHistoryBytes: number },
+    limits: { maxSessions: number; maxHistoryBytes: number; orgMaxSessions?: number },
   ): Promise<CreateResult> {
     const messages = history.map((message) => JSON.stringify(message));
     let bytes = 0;
@@ -110,9 +150,9 @@ export class SessionStore {
         this.keys.running,
         this.keys.org(org),
       ],
-      [sessionId, org ?? ORG_NONE, this.clock(), limits.maxSessions, bytes, ...messages],
+      [sessionId, org ?? ORG_NONE, this.clock(), limits.maxSessions, bytes, limits.orgMaxSessions ?? 0, ...messages],
     );
-    return result === 1 ? 'created' : result === 0 ? 'exists' : 'limit';
+    return result === 1 ? 'created' : result === 0 ? 'exists' : result === -2 ? 'org_limit' : 'limit';
   }
 
   /** The session if it exists and belongs to `org`, else null. */
@@ -164,6 +204,11 @@ export class SessionStore {
     return items;
   }
 
+  /** Resolves when Redis answers (a reaper's probe after an outage). */
+  async ping(): Promise<void> {
+    await this.redis.ping();
+  }
+
   /** Number of sessions held, all organizations together. */
   async count(): Promise<number> {
     const results = await this.redis.multi().zcard(this.keys.activity).zcard(this.keys.running).exec();
@@ -171,18 +216,18 @@ export class SessionStore {
   }
 
   /**
-   * Moves an idle or errored session to running with `turnId` and appends `message`; exactly one
-   * concurrent send wins. `full` (nothing written) when the history would pass `maxHistoryBytes`.
+   * Moves an idle or errored session to running with `turnId`, appends `message` and queues the
+   * turn (`job`, its JSON) for its organization, in one step; exactly one concurrent send wins.
+   * `full` and `queue_full` write nothing; `waiting` is the organization's count of waiting turns then.
    */
   async startTurn(
     sessionId: string,
     org: string | null,
-    turnId: string,
-    message: StoredMessage,
-    maxHistoryBytes: number,
-  ): Promise<StartTurnResult> {
-    const json = JSON.stringify(message);
-    const result = await startTurnScript.run(
+    turn: { turnId: string; message: StoredMessage; job: string },
+    limits: { maxHistoryBytes: number } & Omit<OrganizationTurnLimits, 'maxSessions'>,
+  ): Promise<{ result: StartTurnResult; waiting?: number }> {
+    const json = JSON.stringify(turn.message);
+    const [result, waiting] = (await startTurnScript.run(
       this.redis,
       [
         this.keys.session(sessionId),
@@ -190,101 +235,66 @@ export class SessionStore {
         this.keys.activity,
         this.keys.running,
         this.keys.errored,
+        this.keys.scheduler(org),
+        this.keys.queue(org),
       ],
-      [sessionId, org ?? ORG_NONE, turnId, this.clock(), json, Buffer.byteLength(json), maxHistoryBytes],
-    );
-    return result as StartTurnResult;
+      [
+        this.base,
+        sessionId,
+        schedulerOrg(org),
+        turn.turnId,
+        this.clock(),
+        json,
+        Buffer.byteLength(json),
+        limits.maxHistoryBytes,
+        turn.job,
+        limits.maxWaitingTurns,
+        limits.weight,
+        limits.maxRunningTurns,
+      ],
+    )) as [StartTurnResult, number?];
+    return waiting === undefined ? { result } : { result, waiting: Number(waiting) };
   }
 
   /**
-   * What a worker needs to run `turnId`: the history, which ends with the turn's own message.
-   * `{ ended: true }` when the turn was ended already (a reaper ended it, and sent its webhook);
-   * null when the session is gone or runs another turn (deleted, or deleted and made again).
-   */
-  async getTurnContext(
-    sessionId: string,
-    turnId: string,
-  ): Promise<{ history: StoredMessage[] } | { ended: true } | null> {
-    const results = await this.redis
-      .multi()
-      .hmget(this.keys.session(sessionId), 'status', 'turn_id', 'ended_turn')
-      .lrange(this.keys.history(sessionId), 0, -1)
-      .exists(this.keys.endedTurn(turnId))
-      .exec();
-    const [status, current, endedTurn] = (results?.[0]?.[1] as Array<string | null> | undefined) ?? [];
-    // Ended by a reaper (its webhook sent), then deleted: still ended, not a deleted session's turn.
-    if (results?.[2]?.[1] === 1) return { ended: true };
-    if (status === null || status === undefined) return null;
-    if (status !== 'running' || current !== turnId) {
-      // Ended already (a reaper took it from a worker that stopped) or never this session's turn.
-      return endedTurn?.split(' ')[0] === turnId ? { ended: true } : null;
-    }
-    return {
-      history: ((results?.[1]?.[1] as string[] | undefined) ?? []).map((item) => JSON.parse(item) as StoredMessage),
-    };
-  }
-
-  /**
-   * Where `turnId` stands, without its history: `running` (still the session's current turn),
-   * `ended` (ended already: a reaper took it from a worker that seemed gone, and sent its webhook),
-   * `gone` (the session is gone or runs another turn). A worker asks again before it runs a turn
-   * whose context it read a while ago.
-   */
-  async turnState(sessionId: string, turnId: string): Promise<'running' | 'ended' | 'gone'> {
-    const [hash, marked] = await Promise.all([
-      this.redis.hmget(this.keys.session(sessionId), 'status', 'turn_id', 'ended_turn'),
-      this.redis.exists(this.keys.endedTurn(turnId)),
-    ]);
-    const [status, current, endedTurn] = hash;
-    if (marked === 1) return 'ended';
-    if (status === null || status === undefined) return 'gone';
-    if (status === 'running' && current === turnId) return 'running';
-    return endedTurn?.split(' ')[0] === turnId ? 'ended' : 'gone';
-  }
-
-  /**
-   * Ends `turnId` compare-and-set (still running this turn): success appends and goes idle, error
-   * goes to error and appends nothing. Wakes long-polls on every replica. `stale` = discarded.
-   * `endedBy` is kept with the turn id (see endedBy()).
+   * Ends `turnId` wherever it stands, compare-and-set (still running this turn): success appends
+   * and goes idle, error goes to error and appends nothing; a waiting turn leaves the queue, an
+   * executing one gives its lease back. Wakes long-polls on every replica. `stale` = discarded.
+   * `endedBy` is kept with the turn id (see endedBy()). `released`: this call took the turn's lease.
    */
   async finishTurn(
     sessionId: string,
     turnId: string,
     outcome: TurnOutcome,
-    endedBy: TurnEnder = 'worker',
+    options: { endedBy?: TurnEnder; org?: string | null } = {},
   ): Promise<'applied' | 'stale'> {
-    const [text, ...append] =
-      outcome.kind === 'success'
-        ? [JSON.stringify(outcome.response), ...outcome.append.map((message) => JSON.stringify(message))]
-        : [outcome.error];
-    const result = await finishTurnScript.run(
+    return (await this.endTurn(sessionId, turnId, outcome, options)).result;
+  }
+
+  /** finishTurn, also saying whether this call released the turn's lease. */
+  async endTurn(
+    sessionId: string,
+    turnId: string,
+    outcome: TurnOutcome,
+    { endedBy = 'worker', org = null }: { endedBy?: TurnEnder; org?: string | null } = {},
+  ): Promise<{ result: 'applied' | 'stale'; released: boolean }> {
+    const [result, released] = (await endTurnScript.run(
       this.redis,
+      [this.keys.session(sessionId)],
       [
-        this.keys.session(sessionId),
-        this.keys.history(sessionId),
-        this.keys.activity,
-        this.keys.running,
-        this.keys.errored,
-        this.keys.endedTurn(turnId),
-      ],
-      [
+        this.base,
         sessionId,
         turnId,
+        schedulerOrg(org),
         this.clock(),
         this.eventsChannel,
         endedBy,
-        outcome.kind,
-        text,
+        ...outcomeArgs(outcome),
         ENDED_MARKER_TTL_MS,
-        ...append,
+        ...appendedMessages(outcome),
       ],
-    );
-    return result as 'applied' | 'stale';
-  }
-
-  /** Whether the session exists (of any organization): a reaper tells a deleted turn from an ended one. */
-  async exists(sessionId: string): Promise<boolean> {
-    return (await this.redis.exists(this.keys.session(sessionId))) === 1;
+    )) as ['applied' | 'stale', number];
+    return { result, released: Number(released) === 1 };
   }
 
   /**
@@ -317,40 +327,32 @@ export class SessionStore {
     return { idle: Math.max(0, settled - error), running, error };
   }
 
-  /** Turns running now, cluster-wide, with their start time (Unix ms); the worker's reaper reads it. */
-  async listRunningTurns(): Promise<Array<{ sessionId: string; turnId: string; startedAt: number }>> {
-    const flat = await this.redis.zrange(this.keys.running, 0, -1, 'WITHSCORES');
-    if (flat.length === 0) return [];
-    const pipeline = this.redis.pipeline();
-    for (let i = 0; i < flat.length; i += 2) pipeline.hget(this.keys.session(flat[i] as string), 'turn_id');
-    const results = (await pipeline.exec()) ?? [];
-    const turns: Array<{ sessionId: string; turnId: string; startedAt: number }> = [];
-    for (let i = 0; i < flat.length; i += 2) {
-      const turnId = results[i / 2]?.[1] as string | null | undefined;
-      if (turnId) turns.push({ sessionId: flat[i] as string, turnId, startedAt: Number(flat[i + 1]) });
-    }
-    return turns;
-  }
-
-  /** Deletes `org`'s session at once, cancelling a running turn (published on the turn-cancel channel). */
-  async delete(sessionId: string, org: string | null): Promise<'deleted' | 'missing'> {
-    const result = await this.runDelete(sessionId, org, 'delete', 0);
-    return result === 'deleted' ? 'deleted' : 'missing';
+  /**
+   * Deletes `org`'s session at once, cancelling a running turn: a waiting one leaves the queue (its
+   * job is returned), an executing one's worker is told on the turn-cancel channel.
+   */
+  async delete(sessionId: string, org: string | null): Promise<DeleteResult> {
+    const [result, waitingJob] = await this.runDelete(sessionId, org, 'delete', 0);
+    return { deleted: result === 'deleted', waitingJob };
   }
 
   /**
    * Deletes every session of `org` (a deleted organization's), as DELETE does each: a running turn
-   * is cancelled. Index entries left without a session are dropped. Returns how many were deleted.
+   * is cancelled. Index entries left without a session are dropped. Returns how many were deleted
+   * and the jobs of the turns that were waiting (their cancellation callbacks are the caller's).
    */
-  async deleteOrganizationSessions(org: string): Promise<number> {
+  async deleteOrganizationSessions(org: string): Promise<{ removed: number; waitingJobs: string[] }> {
     let removed = 0;
+    const waitingJobs: string[] = [];
     for (;;) {
       const ids = await this.redis.zrange(this.keys.org(org), 0, SWEEP_BATCH - 1);
-      if (ids.length === 0) return removed;
+      if (ids.length === 0) return { removed, waitingJobs };
       const stale: string[] = [];
       for (const id of ids) {
-        if ((await this.runDelete(id, org, 'delete', 0)) === 'deleted') removed++;
+        const [result, waitingJob] = await this.runDelete(id, org, 'delete', 0);
+        if (result === 'deleted') removed++;
         else stale.push(id);
+        if (waitingJob !== null) waitingJobs.push(waitingJob);
       }
       if (stale.length > 0) await this.redis.zrem(this.keys.org(org), ...stale);
     }
@@ -389,7 +391,7 @@ export class SessionStore {
       let progressed = false;
       for (const [i, id] of ids.entries()) {
         const owner = (owners[i]?.[1] as string | null | undefined) ?? ORG_NONE;
-        const result = await this.runDelete(id, owner === ORG_NONE ? null : owner, 'sweep', cutoff);
+        const [result] = await this.runDelete(id, owner === ORG_NONE ? null : owner, 'sweep', cutoff);
         if (result === 'deleted') removed++;
         if (result !== 'kept') progressed = true;
       }
@@ -402,8 +404,8 @@ export class SessionStore {
     org: string | null,
     mode: 'delete' | 'sweep',
     cutoff: number,
-  ): Promise<string> {
-    return (await deleteSessionScript.run(
+  ): Promise<[string, string | null]> {
+    const [result, waitingJob] = (await deleteSessionScript.run(
       this.redis,
       [
         this.keys.session(sessionId),
@@ -413,7 +415,27 @@ export class SessionStore {
         this.keys.org(org),
         this.keys.errored,
       ],
-      [sessionId, org ?? ORG_NONE, this.eventsChannel, this.cancelChannel, mode, cutoff],
-    )) as string;
+      [
+        sessionId,
+        org ?? ORG_NONE,
+        this.eventsChannel,
+        this.cancelChannel,
+        mode,
+        cutoff,
+        this.base,
+        CANCELLED_JOB_TTL_MS,
+      ],
+    )) as [string, string | false | null | undefined];
+    return [result, typeof waitingJob === 'string' ? waitingJob : null];
   }
+}
+
+/** The outcome's kind and its text (the response JSON, or the error), as the end scripts take them. */
+export function outcomeArgs(outcome: TurnOutcome): [string, string] {
+  return outcome.kind === 'success' ? ['success', JSON.stringify(outcome.response)] : ['error', outcome.error];
+}
+
+/** The messages a successful turn appends, one JSON each. */
+export function appendedMessages(outcome: TurnOutcome): string[] {
+  return outcome.kind === 'success' ? outcome.append.map((message) => JSON.stringify(message)) : [];
 }

@@ -7,7 +7,8 @@ import { buildApp, type AppDeps } from '../../src/app';
 import { readWorkerStats } from '../../src/worker/worker-registry';
 import { SessionEventHub } from '../../src/store/session-event-hub';
 import { SessionStore } from '../../src/store/session-store';
-import { TurnQueueProducer } from '../../src/store/turn-queue';
+import { OrganizationLimits } from '../../src/store/organization-limits';
+import { TurnScheduler } from '../../src/store/turn-scheduler';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -16,7 +17,8 @@ export interface ApiReplica {
   app: Express;
   store: SessionStore;
   hub: SessionEventHub;
-  turnQueue: TurnQueueProducer;
+  /** The scheduler's reads and steps on this replica's connection (tests play workers with it). */
+  scheduler: TurnScheduler;
   redis: Redis;
   subscriber: Redis;
   /** Every Redis connection of this replica is named `<connectionTag>:<role>` (see CLIENT LIST). */
@@ -34,7 +36,8 @@ export type ReplicaOptions = ReplicaConnection &
       | 'maxHistoryBytes'
       | 'allowCustomIds'
       | 'clock'
-      | 'turnQueue'
+      | 'limits'
+      | 'notifier'
       | 'metricsRegistry'
       | 'accessLog'
     >
@@ -56,16 +59,22 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
   const url = options.redisUrl ?? REDIS_URL;
   const redis = new Redis(url, { connectionName: `${connectionTag}:api` });
   const subscriber = new Redis(url, { connectionName: `${connectionTag}:events`, maxRetriesPerRequest: null });
-  const queueConnection = new Redis(url, { connectionName: `${connectionTag}:queue` });
   const store = new SessionStore({ redis, prefix, clock: options.clock });
   const hub = new SessionEventHub(subscriber, prefix);
   await hub.start();
-  const turnQueue = new TurnQueueProducer(queueConnection, prefix);
+  const limits =
+    options.limits ??
+    new OrganizationLimits({
+      redis,
+      prefix,
+      defaults: { maxSessions: 0, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 },
+    });
   const app = buildApp({
     redis,
     store,
     hub,
-    turnQueue: options.turnQueue ?? turnQueue,
+    limits,
+    notifier: options.notifier,
     authenticator: options.authenticator ?? null,
     workerStats: () => readWorkerStats(redis, prefix),
     logger: createLogger({ service: 'agent-session-test', silent: true }),
@@ -81,14 +90,13 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
     app,
     store,
     hub,
-    turnQueue,
+    scheduler: new TurnScheduler(redis, prefix, options.clock),
     redis,
     subscriber,
     connectionTag,
     async close() {
       hub.close();
-      await turnQueue.close().catch(() => undefined);
-      await Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit().catch(() => undefined)]);
+      await Promise.all([redis.quit(), subscriber.quit()]);
     },
   };
 }

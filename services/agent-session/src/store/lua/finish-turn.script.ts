@@ -1,56 +1,27 @@
 import { luaScript } from '@tollway/accounts';
+import { LUA_CLAIM_TURNS, LUA_END_TURN } from './scheduler.lua';
 
 /**
- * Ends a turn compare-and-set: only while the session is running this very turn. Success
- * appends the turn's messages (adding their bytes to `history_bytes`) and goes idle with `response`; error goes to error with the
- * message and appends nothing, keeping the `response` of the last successful turn. Publishes the
- * session event that wakes long-polls, carrying the outcome (`response` JSON, and `error` on an
- * error) so a woken long-poll answers without reading the session.
+ * A worker ends the turn it ran, in one step: releases the turn's lease (and with it the
+ * organization's running slot), ends the turn compare-and-set (see endTurn in scheduler.lua.ts) and
+ * claims up to ARGV[10] next turns, so a busy worker goes from one turn to the next in one round
+ * trip. Redis runs it whole, so the turn is ended before its lease goes.
  *
- * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] errored set,
- * KEYS[6] the turn's ended marker (set, expiring, when another than its worker ends it: the session
- * may be deleted before the worker that fetched the job comes back, and the marker outlives it)
- * ARGV[1] session id, ARGV[2] turn id, ARGV[3] now (ms), ARGV[4] events channel,
- * ARGV[5] who ends it ('worker', 'reaper', 'api'; kept with the turn id in `ended_turn`, so a
- * worker that lost the reply can tell its own ending from another's),
- * ARGV[6] 'success' | 'error', ARGV[7] response JSON (success) or error message (error),
- * ARGV[8] how long the ended marker lives (ms),
- * ARGV[9..] messages to append (success), one JSON message each
- * returns 'applied', or 'stale' when the session is gone or runs another turn (nothing written)
+ * KEYS[1] session hash, KEYS[2] leases zset (declared; every key is under ARGV[1]'s hash tag)
+ * ARGV[1] key base, ARGV[2] session id, ARGV[3] turn id, ARGV[4] org ('' = none), ARGV[5] now (ms),
+ * ARGV[6] events channel, ARGV[7] 'success' | 'error', ARGV[8] response JSON (success) or error
+ * message (error), ARGV[9] ended-marker lifetime (ms), ARGV[10] turns to claim next,
+ * ARGV[11] lease lifetime (ms), ARGV[12..] messages to append (success), one JSON message each
+ * returns { 'applied' | 'stale', 1 if this call released the lease else 0, { claimed turns… } }
  */
 export const finishTurnScript = luaScript(
-  `
-local s = redis.call('HMGET', KEYS[1], 'status', 'turn_id')
-if s[1] ~= 'running' or s[2] ~= ARGV[2] then return 'stale' end
-local status = 'error'
-if ARGV[6] == 'success' then
-  status = 'idle'
-  local bytes = 0
-  for i = 9, #ARGV do bytes = bytes + #ARGV[i] end
-  for i = 9, #ARGV, 1000 do
-    redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-  end
-  redis.call('HINCRBY', KEYS[1], 'history_bytes', bytes)
-  redis.call('HSET', KEYS[1], 'status', 'idle', 'response', ARGV[7], 'updated_at', ARGV[3])
-else
-  redis.call('HSET', KEYS[1], 'status', 'error', 'error', ARGV[7], 'updated_at', ARGV[3])
-  redis.call('SADD', KEYS[5], ARGV[1])
-end
-redis.call('HDEL', KEYS[1], 'turn_id', 'started_at')
-redis.call('HSET', KEYS[1], 'ended_turn', ARGV[2] .. ' ' .. ARGV[5])
-if ARGV[5] ~= 'worker' then redis.call('SET', KEYS[6], ARGV[5], 'PX', ARGV[8]) end
-redis.call('ZREM', KEYS[4], ARGV[1])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-local event = { session_id = ARGV[1], turn_id = ARGV[2], status = status }
-if status == 'idle' then
-  event.response = ARGV[7]
-else
-  event.error = ARGV[7]
-  local kept = redis.call('HGET', KEYS[1], 'response')
-  if kept then event.response = kept end
-end
-redis.call('PUBLISH', ARGV[4], cjson.encode(event))
-return 'applied'
+  `${LUA_CLAIM_TURNS}
+${LUA_END_TURN}
+local base, sid, tid, org = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local released = redis.call('ZREM', base .. 'leases', sid .. ':' .. tid .. ':' .. org)
+if released == 1 then releaseSlot(base, org) end
+local result = endTurn(base, sid, tid, ARGV[5], ARGV[6], 'worker', ARGV[7], ARGV[8], ARGV[9], ARGV, 12)
+return { result, released, claimTurns(base, tonumber(ARGV[10]), tonumber(ARGV[11]), false) }
 `,
   'turn_finish',
 );
