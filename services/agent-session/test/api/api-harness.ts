@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
+import { accountKeys, createAccountStore, createKeyAuthenticator, type KeyAuthenticator } from '@tollway/accounts';
 import { closeServer, createLogger, listen } from '@tollway/service-kit';
 import { buildApp, type AppDeps } from '../../src/app';
 import { readWorkerStats } from '../../src/worker/worker-registry';
@@ -138,4 +139,58 @@ export async function keysUnder(redis: Redis, prefix: string): Promise<string[]>
     cursor = next;
   } while (cursor !== '0');
   return found.sort();
+}
+
+/** An API replica with authentication on and each organization's limits read from its record. */
+export interface AuthedReplica {
+  api: ApiReplica;
+  /** A connection of the test's own. */
+  redis: Redis;
+  limits: OrganizationLimits;
+  authenticator: KeyAuthenticator;
+  /**
+   * A new organization and one of its keys (`auth`, the Authorization header); `fields` are written
+   * to its record as the admin API writes its limits (`limit_sessions`, `limit_running_turns`, …).
+   */
+  organization(fields?: Record<string, string>): Promise<{ orgId: string; auth: string }>;
+  close(): Promise<void>;
+}
+
+/** Starts an AuthedReplica on `prefix` (the service's defaults: no limit of an organization's own). */
+export async function startAuthedReplica(prefix: string, options: ReplicaOptions = {}): Promise<AuthedReplica> {
+  const redis = new Redis(REDIS_URL);
+  const subscriber = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  const authenticator = createKeyAuthenticator({ redis, prefix });
+  await authenticator.ready();
+  const limits = new OrganizationLimits({
+    redis,
+    prefix,
+    subscriber,
+    defaults: { maxSessions: 0, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 },
+  });
+  await limits.start();
+  const api = await startReplica(prefix, { authenticator, limits, maxSessions: 1000, ...options });
+  const accounts = createAccountStore({ redis, prefix });
+  return {
+    api,
+    redis,
+    limits,
+    authenticator,
+    async organization(fields = {}) {
+      const org = await accounts.createOrganization({
+        name: 'test',
+        budgets: { requests: 100, input_tokens: 1000, output_tokens: 1000 },
+        credit: 1,
+      });
+      if (Object.keys(fields).length > 0) await redis.hset(accountKeys(prefix).org(org.id), fields);
+      return { orgId: org.id, auth: `Bearer ${(await accounts.createKey(org.id))!.key}` };
+    },
+    async close() {
+      limits.close();
+      await authenticator.close();
+      await api.close();
+      subscriber.disconnect();
+      await redis.quit();
+    },
+  };
 }

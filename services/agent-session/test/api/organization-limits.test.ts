@@ -1,8 +1,14 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import request from 'supertest';
-import { accountKeys, createAccountStore, createKeyAuthenticator, type KeyAuthenticator } from '@tollway/accounts';
-import { OrganizationLimits } from '../../src/store/organization-limits';
-import { deleteKeys, startReplica, testPrefix, type ApiReplica } from './api-harness';
+import { accountKeys, createAccountStore } from '@tollway/accounts';
+import {
+  deleteKeys,
+  startAuthedReplica,
+  startReplica,
+  testPrefix,
+  type ApiReplica,
+  type AuthedReplica,
+} from './api-harness';
 
 /**
  * Each organization's own limits on the sessions it holds and the turns it has waiting, set in its
@@ -11,46 +17,21 @@ import { deleteKeys, startReplica, testPrefix, type ApiReplica } from './api-har
  * sent turn waits).
  */
 const prefix = testPrefix();
-const budgets = { requests: 100, input_tokens: 1000, output_tokens: 1000 };
-let redis: Redis;
-let subscriber: Redis;
-let authenticator: KeyAuthenticator;
-let limits: OrganizationLimits;
+let authed: AuthedReplica;
 let api: ApiReplica;
+let redis: Redis;
 
 beforeAll(async () => {
-  redis = new Redis('redis://127.0.0.1:6379');
-  subscriber = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
-  authenticator = createKeyAuthenticator({ redis, prefix });
-  await authenticator.ready();
-  limits = new OrganizationLimits({
-    redis,
-    prefix,
-    subscriber,
-    // The service's defaults: no limit of an organization's own unless its record sets one.
-    defaults: { maxSessions: 0, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 },
-  });
-  await limits.start();
-  api = await startReplica(prefix, { authenticator, limits, maxSessions: 1000 });
+  authed = await startAuthedReplica(prefix);
+  ({ api, redis } = authed);
 });
 
 afterAll(async () => {
-  limits.close();
-  await authenticator.close();
-  await api.close();
-  subscriber.disconnect();
-  await redis.quit();
+  await authed.close();
   await deleteKeys(prefix);
 });
 
-/** A new organization and one of its keys; `fields` are written to its record (its limits). */
-async function organization(fields: Record<string, string> = {}): Promise<{ orgId: string; auth: string }> {
-  const accounts = createAccountStore({ redis, prefix });
-  const org = await accounts.createOrganization({ name: 'limits', budgets, credit: 1 });
-  if (Object.keys(fields).length > 0) await redis.hset(accountKeys(prefix).org(org.id), fields);
-  const key = await accounts.createKey(org.id);
-  return { orgId: org.id, auth: `Bearer ${key!.key}` };
-}
+const organization = (fields?: Record<string, string>) => authed.organization(fields);
 
 async function createSession(auth: string): Promise<request.Response> {
   return request(api.app).post('/sessions').set('authorization', auth).send({});
@@ -122,7 +103,7 @@ it('applies a changed limit at once on every replica: the change message drops t
 
 it("a stored limit that is not a positive whole number falls back to the service's default", async () => {
   const odd = await organization({ limit_sessions: '0', limit_waiting_turns: 'lots', turn_weight: '-3' });
-  expect(await limits.limitsOf(odd.orgId)).toEqual({
+  expect(await authed.limits.limitsOf(odd.orgId)).toEqual({
     maxSessions: 0,
     maxRunningTurns: 0,
     maxWaitingTurns: 0,
@@ -133,7 +114,11 @@ it("a stored limit that is not a positive whole number falls back to the service
 
 it("with the defaults, the service's own cap still answers 503 as the spec says, whatever the organization", async () => {
   const smallPrefix = testPrefix();
-  const small = await startReplica(smallPrefix, { authenticator, limits, maxSessions: 1 });
+  const small = await startReplica(smallPrefix, {
+    authenticator: authed.authenticator,
+    limits: authed.limits,
+    maxSessions: 1,
+  });
   try {
     const org = await organization();
     expect((await request(small.app).post('/sessions').set('authorization', org.auth).send({})).status).toBe(201);

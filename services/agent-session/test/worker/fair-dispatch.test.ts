@@ -1,15 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import request from 'supertest';
-import { accountKeys, createAccountStore, createKeyAuthenticator, type KeyAuthenticator } from '@tollway/accounts';
 import { createLogger } from '@tollway/service-kit';
-import { OrganizationLimits } from '../../src/store/organization-limits';
 import { sessionKeys } from '../../src/store/session-keys';
 import type { RunningWorker } from '../../src/worker/start-worker';
 import { startTurnReaper, type RunningReaper } from '../../src/worker/start-reaper';
 import { WORKER_LOST_ERROR } from '../../src/worker/turn-reaper';
-import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
+import { deleteKeys, startAuthedReplica, testPrefix, type ApiReplica, type AuthedReplica } from '../api/api-harness';
 import { fixtureAgent, sleep, startTestWorker, testWorkerConfig, waitFor } from './worker-harness';
 
 /**
@@ -18,29 +16,16 @@ import { fixtureAgent, sleep, startTestWorker, testWorkerConfig, waitFor } from 
  * up another's turn, and a worker killed mid-turn gives its organization's running slot back.
  */
 const prefix = testPrefix();
-const budgets = { requests: 100, input_tokens: 1000, output_tokens: 1000 };
 const keys = sessionKeys(prefix);
 const workerEnv = { WORKER_CONCURRENCY: '2', WORKER_LEASE_TTL_MS: '1000', REAPER_INTERVAL_MS: '200' };
-let redis: Redis;
-let subscriber: Redis;
-let authenticator: KeyAuthenticator;
-let limits: OrganizationLimits;
+let authed: AuthedReplica;
 let api: ApiReplica;
+let redis: Redis;
 let workers: RunningWorker[] = [];
 
 beforeAll(async () => {
-  redis = new Redis('redis://127.0.0.1:6379');
-  subscriber = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
-  authenticator = createKeyAuthenticator({ redis, prefix });
-  await authenticator.ready();
-  limits = new OrganizationLimits({
-    redis,
-    prefix,
-    subscriber,
-    defaults: { maxSessions: 0, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 },
-  });
-  await limits.start();
-  api = await startReplica(prefix, { authenticator, limits, maxSessions: 1000 });
+  authed = await startAuthedReplica(prefix);
+  ({ api, redis } = authed);
 });
 
 afterEach(async () => {
@@ -49,11 +34,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  limits.close();
-  await authenticator.close();
-  await api.close();
-  subscriber.disconnect();
-  await redis.quit();
+  await authed.close();
   await deleteKeys(prefix);
 });
 
@@ -65,10 +46,7 @@ async function startWorkers(count: number): Promise<void> {
 
 /** A new organization (with `fields` in its record: its limits) and a send function for it. */
 async function organization(fields: Record<string, string> = {}) {
-  const accounts = createAccountStore({ redis, prefix });
-  const org = await accounts.createOrganization({ name: 'fair', budgets, credit: 1 });
-  if (Object.keys(fields).length > 0) await redis.hset(accountKeys(prefix).org(org.id), fields);
-  const auth = `Bearer ${(await accounts.createKey(org.id))!.key}`;
+  const { orgId, auth } = await authed.organization(fields);
   /** Creates a session and sends it one message whose turn takes `delayMs`; its session id. */
   const send = async (delayMs: number): Promise<string> => {
     const id = (await request(api.app).post('/sessions').set('authorization', auth).send({})).body.session_id as string;
@@ -81,7 +59,7 @@ async function organization(fields: Record<string, string> = {}) {
   };
   const status = async (id: string): Promise<string> =>
     (await request(api.app).get(`/sessions/${id}`).set('authorization', auth)).body.status as string;
-  return { orgId: org.id, auth, send, status };
+  return { orgId, auth, send, status };
 }
 
 /** Turns of `orgId` executing now, cluster-wide (their leases). */
@@ -116,7 +94,7 @@ it("a newcomer's turn is dispatched within one turn's run behind a backlog sprea
   await startWorkers(2);
   const flood = await organization();
   const late = await organization();
-  const floodIds = [];
+  const floodIds: string[] = [];
   for (let i = 0; i < 24; i++) floodIds.push(await flood.send(250));
   await waitFor(async () => (await executing(flood.orgId)) === 4, 5000);
   const lateId = await late.send(10);
