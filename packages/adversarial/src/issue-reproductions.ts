@@ -1,23 +1,28 @@
 import { printable, type FuzzCase, type ServiceName } from './fuzz-case';
 import { Deep, Ref, type JsonNode } from './hostile-json';
 
-/** A valid-looking request built by hand (placeholders as in FuzzCase). */
-function request(
+/**
+ * A request built by hand that must be refused (placeholders as in FuzzCase), named after the
+ * issue it comes from; it carries `credential` (default the fuzz organization's key).
+ */
+export function handBuiltRefusal(
+  issue: number,
   service: ServiceName,
   name: string,
   method: string,
   target: string,
   body: JsonNode | Uint8Array | null,
   extraHeaders: Array<[string, string]> = [],
+  credential = '{orgKey}',
 ): FuzzCase {
   return printable({
     service,
-    endpoint: `issue 10: ${name}`,
+    endpoint: `issue ${issue}: ${name}`,
     mutations: [name],
     method,
     target,
     headers: [
-      ['Authorization', 'Bearer {orgKey}'],
+      ['Authorization', `Bearer ${credential}`],
       ...(body !== null ? ([['Content-Type', 'application/json']] as Array<[string, string]>) : []),
       ['Connection', 'close'],
       ...extraHeaders,
@@ -28,6 +33,17 @@ function request(
     pick: 0,
     mustRefuse: true,
   });
+}
+
+function request(
+  service: ServiceName,
+  name: string,
+  method: string,
+  target: string,
+  body: JsonNode | Uint8Array | null,
+  extraHeaders: Array<[string, string]> = [],
+): FuzzCase {
+  return handBuiltRefusal(10, service, name, method, target, body, extraHeaders);
 }
 
 const chat = (extra: Record<string, JsonNode>): JsonNode => ({
