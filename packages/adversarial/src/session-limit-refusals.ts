@@ -1,26 +1,23 @@
-import { handBuiltRefusal } from './issue-reproductions';
+import { handBuiltRefusals } from './issue-reproductions';
 import type { FuzzCase } from './fuzz-case';
 import { Deep, Entries, RawToken, Repeat, type JsonNode } from './hostile-json';
 
 const VICTIM = '/admin/v1/organizations/{victimOrgId}';
 const budgets = { requests: 1, input_tokens: 1, output_tokens: 1 };
 
+const operator = handBuiltRefusals(35, '{adminToken}');
+
 /** An operator's update of the victim's session limits to `limits`, which must be refused. */
 const update = (name: string, limits: JsonNode): FuzzCase =>
-  handBuiltRefusal(35, 'gateway', name, 'PATCH', VICTIM, { session_limits: limits }, [], '{adminToken}');
+  operator('gateway', name, 'PATCH', VICTIM, { session_limits: limits });
 
 /** An operator's create with session limits `limits`, which must be refused (and make nothing). */
 const create = (name: string, limits: JsonNode): FuzzCase =>
-  handBuiltRefusal(
-    35,
-    'gateway',
-    `create: ${name}`,
-    'POST',
-    '/admin/v1/organizations',
-    { name: 'Refused limits', budgets, session_limits: limits },
-    [],
-    '{adminToken}',
-  );
+  operator('gateway', `create: ${name}`, 'POST', '/admin/v1/organizations', {
+    name: 'Refused limits',
+    budgets,
+    session_limits: limits,
+  });
 
 /**
  * Session limits (issue 35) that the admin API must refuse with a 400 and change nothing for:
