@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { accountKeys } from '@tollway/accounts';
+import { accountKeys, parseSessionLimits, SESSION_LIMIT_FIELDS, SESSION_LIMIT_NAMES } from '@tollway/accounts';
 import type { Logger } from '@tollway/service-kit';
 import type { OrganizationTurnLimits } from './session-store';
 
@@ -7,7 +7,7 @@ import type { OrganizationTurnLimits } from './session-store';
  * The organization record's fields that hold its session limits (set through the gateway's admin
  * API, the CLI or the console); an absent one falls back to the service's configured default.
  */
-const LIMIT_FIELDS = ['limit_sessions', 'limit_running_turns', 'limit_waiting_turns', 'turn_weight'] as const;
+const LIMIT_FIELDS = SESSION_LIMIT_NAMES.map((name) => SESSION_LIMIT_FIELDS[name]);
 
 /** How long an organization's limits are served from memory, ms; a change message drops them sooner. */
 const CACHE_TTL_MS = 5_000;
@@ -67,13 +67,13 @@ export class OrganizationLimits implements OrganizationLimitsSource {
     const now = this.clock();
     if (cached && cached.until > now) return cached.limits;
     const values = await this.options.redis.hmget(accountKeys(this.options.prefix).org(orgId), ...LIMIT_FIELDS);
-    const [sessions, running, waiting, weight] = values.map(positiveInteger);
+    const stored = parseSessionLimits(Object.fromEntries(LIMIT_FIELDS.map((field, i) => [field, values[i]])));
     const { defaults } = this.options;
     const limits: OrganizationTurnLimits = {
-      maxSessions: sessions ?? defaults.maxSessions,
-      maxRunningTurns: running ?? defaults.maxRunningTurns,
-      maxWaitingTurns: waiting ?? defaults.maxWaitingTurns,
-      weight: weight ?? defaults.weight,
+      maxSessions: stored.sessions ?? defaults.maxSessions,
+      maxRunningTurns: stored.runningTurns ?? defaults.maxRunningTurns,
+      maxWaitingTurns: stored.waitingTurns ?? defaults.maxWaitingTurns,
+      weight: stored.weight ?? defaults.weight,
     };
     if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.clear();
     this.cache.set(orgId, { limits, until: now + CACHE_TTL_MS });
@@ -85,10 +85,4 @@ export class OrganizationLimits implements OrganizationLimitsSource {
     this.options.subscriber?.off('message', this.onMessage);
     this.options.subscriber?.off('ready', this.onReady);
   }
-}
-
-/** A stored limit: a positive decimal integer, else null (absent or unreadable: the default applies). */
-function positiveInteger(value: string | null): number | null {
-  if (value === null || !/^[1-9][0-9]{0,12}$/.test(value)) return null;
-  return Number(value);
 }

@@ -1,3 +1,5 @@
+import { sessionSchedulerKeys } from '@tollway/accounts';
+
 /**
  * Redis key layout of the session store and its turn scheduler. Every key shares the hash tag
  * `{sessions}`: the session cap, the running-turn index and the scheduler's ready set are
@@ -56,16 +58,18 @@ export function schedulerOrg(orgId: string | null): string {
 /** The key layout under `prefix` (e.g. `tollway:`). */
 export function sessionKeys(prefix: string): SessionKeys {
   const base = sessionKeyBase(prefix);
+  // The two keys the gateway's admin API reads to show an organization's sessions and turns.
+  const shown = sessionSchedulerKeys(prefix);
   return {
     session: (id) => `${base}s:${id}`,
     history: (id) => `${base}h:${id}`,
     activity: `${base}activity`,
     running: `${base}running`,
     errored: `${base}errored`,
-    org: (orgId) => (orgId === null ? `${base}no-org` : `${base}org:${orgId}`),
+    org: (orgId) => (orgId === null ? `${base}no-org` : shown.sessions(orgId)),
     endedTurn: (turnId) => `${base}ended:${turnId}`,
     cancelledJob: (turnId) => `${base}cancelled:${turnId}`,
-    scheduler: (orgId) => `${base}sched:${schedulerOrg(orgId)}`,
+    scheduler: (orgId) => (orgId === null ? `${base}sched:` : shown.scheduler(orgId)),
     queue: (orgId) => `${base}q:${schedulerOrg(orgId)}`,
     ready: `${base}ready`,
     vclock: `${base}vclock`,

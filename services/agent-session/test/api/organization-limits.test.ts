@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import request from 'supertest';
-import { accountKeys, createAccountStore } from '@tollway/accounts';
+import { accountKeys, createAccountStore, readOrganizationTurns } from '@tollway/accounts';
 import {
   deleteKeys,
   startAuthedReplica,
@@ -128,5 +128,31 @@ it("with the defaults, the service's own cap still answers 503 as the spec says,
   } finally {
     await small.close();
     await deleteKeys(smallPrefix);
+  }
+});
+
+it("keeps the counts the admin API shows: an organization's sessions held, turns waiting and running", async () => {
+  // A replica of its own: the turns a test worker claims here are this organization's.
+  const ownPrefix = testPrefix();
+  const own = await startAuthedReplica(ownPrefix);
+  try {
+    const org = await own.organization();
+    const call = (method: 'post' | 'delete', path: string) =>
+      request(own.api.app)[method](path).set('authorization', org.auth);
+    const ids = await Promise.all(
+      [1, 2, 3].map(async () => (await call('post', '/sessions').send({})).body.session_id),
+    );
+    for (const id of ids)
+      expect((await call('post', `/sessions/${id}/messages`).send({ content: 'x' })).status).toBe(202);
+    const counts = () => readOrganizationTurns(own.redis, ownPrefix, org.orgId);
+    expect(await counts()).toEqual({ sessions: 3, running: 0, waiting: 3 });
+    const claimed = await own.api.scheduler.claim(2, 10_000, false);
+    expect(await counts()).toEqual({ sessions: 3, running: 2, waiting: 1 });
+    await own.api.scheduler.finish(claimed[0]!, { kind: 'error', error: 'done' }, 0, 10_000);
+    await call('delete', `/sessions/${ids[2]}`).expect(204);
+    expect(await counts()).toEqual({ sessions: 2, running: 1, waiting: 0 });
+  } finally {
+    await own.close();
+    await deleteKeys(ownPrefix);
   }
 });
