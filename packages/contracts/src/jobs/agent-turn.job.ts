@@ -10,6 +10,10 @@ export const AgentTurnJob = z.object({
   turn_id: z.string().min(1),
   /** Organization that owns the session; null when the API runs without auth. */
   org_id: z.string().nullable(),
+  /**
+   * The message's `role`, `user_params` and `webhook`; its content (and tool fields, image) is in
+   * the session's history, which the turn runs on, so a job never repeats it.
+   */
   message: MessageRequest,
   /** Unix milliseconds when the API accepted the message. */
   accepted_at: z.number().int(),

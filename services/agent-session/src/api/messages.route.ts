@@ -24,11 +24,14 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
     if (!body.success) throw sessionErrors.invalidRequest(body.error, 'body');
     const org = orgOf(res);
     const turnId = randomUUID();
+    // The message itself goes to the history; the job carries what only the turn needs of it (a
+    // 10 MiB image is stored once, not again in the queue).
+    const { role, user_params: userParams, webhook } = body.data;
     const job: AgentTurnJob = {
       session_id: sessionId,
       turn_id: turnId,
       org_id: org,
-      message: body.data,
+      message: { role, content: null, user_params: userParams, webhook },
       accepted_at: deps.clock(),
       traceparent: requestTraceparent(res),
     };

@@ -2,19 +2,21 @@ import { sessionSchedulerKeys } from '@tollway/accounts';
 
 /**
  * Redis key layout of the session store and its turn scheduler. Every key shares the hash tag
- * `{sessions}`: the session cap, the running-turn index and the scheduler's ready set are
+ * `{sessions}`: the session cap, the activity index and the scheduler's ready set are
  * invariants across all organizations, enforced inside one Lua script, so on a Redis Cluster the
  * session service lives on one slot (see the README, "The ceiling of one Redis").
  */
 export interface SessionKeys {
-  /** Hash: status, org, turn_id, started_at, job, response, error, created_at, updated_at, history_bytes, ended_turn. */
+  /** Hash: status, org, turn_id, job, response, error, created_at, updated_at, history_bytes, ended_turn. */
   session(id: string): string;
   /** List of the history, one JSON StoredMessage per item, oldest first. */
   history(id: string): string;
-  /** Sorted set: idle and errored session ids scored by last activity (ms); the TTL sweep reads it. */
+  /**
+   * Sorted set of every session: idle and errored ones scored by last activity (ms), which the TTL
+   * sweep reads oldest first; running ones (their turn waiting or executing) at RUNNING_SCORE, past
+   * any time, so it never reaches them. ZCARD = sessions held.
+   */
   activity: string;
-  /** Sorted set: running session ids (their turn waiting or executing) scored by the turn's acceptance (ms). */
-  running: string;
   /**
    * Set: the ids of sessions in `error` (a subset of `activity`), kept by the same scripts that
    * change a status, so the count per status is ZCARD/SCARD, never a scan.
@@ -34,7 +36,7 @@ export interface SessionKeys {
   cancelledJob(turnId: string): string;
   /** Hash of one organization's scheduling state: waiting, running, vt (virtual time), weight, cap. */
   scheduler(orgId: string | null): string;
-  /** List: one organization's waiting turns, `<session id>:<turn id>`, oldest first. */
+  /** List: one organization's waiting turns, `<session id>:<turn id>|<job JSON>`, oldest first. */
   queue(orgId: string | null): string;
   /** Sorted set: organizations with a turn to dispatch now, scored by their next turn's virtual start. */
   ready: string;
@@ -64,7 +66,6 @@ export function sessionKeys(prefix: string): SessionKeys {
     session: (id) => `${base}s:${id}`,
     history: (id) => `${base}h:${id}`,
     activity: `${base}activity`,
-    running: `${base}running`,
     errored: `${base}errored`,
     org: (orgId) => (orgId === null ? `${base}no-org` : shown.sessions(orgId)),
     endedTurn: (turnId) => `${base}ended:${turnId}`,

@@ -4,6 +4,7 @@ import { createSessionScript } from './lua/create-session.script';
 import { deleteSessionScript } from './lua/delete-session.script';
 import { startTurnScript } from './lua/start-turn.script';
 import { endTurnScript } from './lua/end-turn.script';
+import { RUNNING_SCORE } from './lua/scheduler.lua';
 import {
   schedulerOrg,
   sessionEventsChannel,
@@ -143,13 +144,7 @@ export class SessionStore {
     if (bytes > limits.maxHistoryBytes) return 'too_large';
     const result = await createSessionScript.run(
       this.redis,
-      [
-        this.keys.session(sessionId),
-        this.keys.history(sessionId),
-        this.keys.activity,
-        this.keys.running,
-        this.keys.org(org),
-      ],
+      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.org(org)],
       [sessionId, org ?? ORG_NONE, this.clock(), limits.maxSessions, bytes, limits.orgMaxSessions ?? 0, ...messages],
     );
     return result === 1 ? 'created' : result === 0 ? 'exists' : result === -2 ? 'org_limit' : 'limit';
@@ -170,7 +165,7 @@ export class SessionStore {
       sessionId,
       status: status as SessionStatus,
       org,
-      turnId: status === 'running' ? (turnId ?? null) : null,
+      turnId: status === 'running' ? turnId || null : null,
       response: status !== 'running' && response ? (JSON.parse(response) as ChatMessage) : null,
       error: status === 'error' ? (error ?? null) : null,
     };
@@ -211,8 +206,7 @@ export class SessionStore {
 
   /** Number of sessions held, all organizations together. */
   async count(): Promise<number> {
-    const results = await this.redis.multi().zcard(this.keys.activity).zcard(this.keys.running).exec();
-    return Number(results?.[0]?.[1] ?? 0) + Number(results?.[1]?.[1] ?? 0);
+    return this.redis.zcard(this.keys.activity);
   }
 
   /**
@@ -233,7 +227,6 @@ export class SessionStore {
         this.keys.session(sessionId),
         this.keys.history(sessionId),
         this.keys.activity,
-        this.keys.running,
         this.keys.errored,
         this.keys.scheduler(org),
         this.keys.queue(org),
@@ -251,6 +244,7 @@ export class SessionStore {
         limits.maxWaitingTurns,
         limits.weight,
         limits.maxRunningTurns,
+        RUNNING_SCORE,
       ],
     )) as [StartTurnResult, number?];
     return waiting === undefined ? { result } : { result, waiting: Number(waiting) };
@@ -313,18 +307,19 @@ export class SessionStore {
   }
 
   /**
-   * Sessions held per status, all organizations together, in one round trip of three O(1)
-   * commands: the status scripts keep `activity` (idle and error), `running` and `errored`.
+   * Sessions held per status, all organizations together, in one round trip of three O(1) or
+   * O(log n) reads: the status scripts keep `activity` (every session, running ones at the running
+   * score) and `errored`.
    */
   async countByStatus(): Promise<Record<SessionStatus, number>> {
     const results = await this.redis
       .multi()
       .zcard(this.keys.activity)
-      .zcard(this.keys.running)
+      .zcount(this.keys.activity, RUNNING_SCORE, '+inf')
       .scard(this.keys.errored)
       .exec();
-    const [settled, running, error] = [0, 1, 2].map((i) => Number(results?.[i]?.[1] ?? 0)) as [number, number, number];
-    return { idle: Math.max(0, settled - error), running, error };
+    const [all, running, error] = [0, 1, 2].map((i) => Number(results?.[i]?.[1] ?? 0)) as [number, number, number];
+    return { idle: Math.max(0, all - running - error), running, error };
   }
 
   /**
@@ -411,7 +406,6 @@ export class SessionStore {
         this.keys.session(sessionId),
         this.keys.history(sessionId),
         this.keys.activity,
-        this.keys.running,
         this.keys.org(org),
         this.keys.errored,
       ],

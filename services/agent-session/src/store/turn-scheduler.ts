@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import { claimTurnsScript } from './lua/claim-turns.script';
 import { finishTurnScript } from './lua/finish-turn.script';
 import { reapTurnsScript } from './lua/reap-turns.script';
+import { RUNNING_SCORE } from './lua/scheduler.lua';
 import { requeueTurnScript } from './lua/requeue-turn.script';
 import {
   appendedMessages,
@@ -143,11 +144,15 @@ export class TurnScheduler {
   }
 
   /**
-   * Turns waiting and executing, cluster-wide, in one round trip of O(1) reads: executing = the
-   * leases held, waiting = the running sessions (their turn accepted) less those.
+   * Turns waiting and executing, cluster-wide, in one round trip of O(log n) reads: executing =
+   * the leases held, waiting = the running sessions (their turn accepted) less those.
    */
   async counts(): Promise<{ waiting: number; active: number }> {
-    const results = await this.redis.multi().zcard(this.keys.running).zcard(this.keys.leases).exec();
+    const results = await this.redis
+      .multi()
+      .zcount(this.keys.activity, RUNNING_SCORE, '+inf')
+      .zcard(this.keys.leases)
+      .exec();
     const running = Number(results?.[0]?.[1] ?? 0);
     const active = Number(results?.[1]?.[1] ?? 0);
     return { waiting: Math.max(0, running - active), active };

@@ -87,10 +87,10 @@ describe('TTL sweep', () => {
     const keys = (await keysUnder(timed.redis, `${prefix}ttl:{sessions}`)).map((key) =>
       key.slice(`${prefix}ttl:{sessions}:`.length),
     );
-    // The running session's turn still waits: its queue, its organization's scheduler entry, the
-    // ready set and the wake token left for a worker.
+    // The running session (in the activity index at the running score) and its turn, which still
+    // waits: its queue, its organization's scheduler entry, the ready set and a wake token.
     expect(keys.sort()).toEqual(
-      [`h:${running}`, 'no-org', 'running', `s:${running}`, 'q:', 'ready', 'sched:', 'wake'].sort(),
+      [`h:${running}`, 'no-org', 'activity', `s:${running}`, 'q:', 'ready', 'sched:', 'wake'].sort(),
     );
   });
 

@@ -17,7 +17,8 @@ afterAll(async () => {
 
 /** The turns waiting in the queue of the sessions made without auth, as `<session id>:<turn id>`. */
 async function queued(replica: ApiReplica, keyPrefix: string): Promise<string[]> {
-  return replica.redis.lrange(sessionKeys(keyPrefix).queue(null), 0, -1);
+  const entries = await replica.redis.lrange(sessionKeys(keyPrefix).queue(null), 0, -1);
+  return entries.map((entry) => entry.slice(0, entry.indexOf('|')));
 }
 
 /** The id of the turn `id` runs (null when it runs none). */
@@ -60,8 +61,9 @@ describe('POST /sessions/{id}/messages', () => {
       JSON.parse((await api.redis.hget(sessionKeys(prefix).session(id), 'job')) ?? ''),
     );
     expect(payload).toMatchObject({ session_id: id, turn_id: turnId, org_id: null });
+    // The content is in the history only, not again in the job.
     expect(payload.message).toMatchObject({
-      content: 'hello',
+      content: null,
       role: 'user',
       user_params: { model: 'm' },
       webhook: { url: 'http://127.0.0.1:9/hook', token: 't', include_messages: false },

@@ -12,7 +12,7 @@ import { LUA_CLAIM_TURNS } from './scheduler.lua';
  */
 export const claimTurnsScript = luaScript(
   `${LUA_CLAIM_TURNS}
-return claimTurns(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1')
+return claimTurns(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1', nil)
 `,
   'turn_claim',
 );

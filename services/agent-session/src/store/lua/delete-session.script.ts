@@ -10,8 +10,7 @@ import { LUA_DEQUEUE } from './scheduler.lua';
  * kept unless it is idle or errored and its last activity is at or before the cutoff; an index
  * entry without a session is dropped.
  *
- * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset, KEYS[5] org index zset,
- * KEYS[6] errored set
+ * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] org index zset, KEYS[5] errored set
  * ARGV[1] session id, ARGV[2] org ('' = none), ARGV[3] events channel, ARGV[4] cancel channel,
  * ARGV[5] 'delete' | 'sweep', ARGV[6] sweep cutoff (ms, sweep mode only), ARGV[7] key base,
  * ARGV[8] how long the job of an executing turn is kept (ms)
@@ -24,7 +23,7 @@ local s = redis.call('HMGET', KEYS[1], 'status', 'org', 'turn_id', 'job')
 if not s[1] then
   if ARGV[5] == 'sweep' then
     redis.call('ZREM', KEYS[3], ARGV[1])
-    redis.call('SREM', KEYS[6], ARGV[1])
+    redis.call('SREM', KEYS[5], ARGV[1])
   end
   return { 'missing' }
 end
@@ -37,11 +36,10 @@ end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
-redis.call('ZREM', KEYS[5], ARGV[1])
-redis.call('SREM', KEYS[6], ARGV[1])
+redis.call('SREM', KEYS[5], ARGV[1])
 local waitingJob = false
 if s[1] == 'running' and s[3] then
-  if dequeue(ARGV[7], ARGV[2], ARGV[1] .. ':' .. s[3]) then
+  if s[4] and dequeue(ARGV[7], ARGV[2], ARGV[1] .. ':' .. s[3] .. '|' .. s[4]) then
     waitingJob = s[4] or false
   else
     if s[4] then redis.call('SET', ARGV[7] .. 'cancelled:' .. s[3], s[4], 'PX', ARGV[8]) end

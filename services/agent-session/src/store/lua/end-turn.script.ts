@@ -20,7 +20,12 @@ ${LUA_DEQUEUE}
 ${LUA_END_TURN}
 local base, sid, tid, org = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local released = redis.call('ZREM', base .. 'leases', sid .. ':' .. tid .. ':' .. org)
-if released == 1 then releaseSlot(base, org) else dequeue(base, org, sid .. ':' .. tid) end
+if released == 1 then
+  releaseSlot(base, org)
+else
+  local s = redis.call('HMGET', KEYS[1], 'turn_id', 'job')
+  if s[1] == tid and s[2] then dequeue(base, org, sid .. ':' .. tid .. '|' .. s[2]) end
+end
 return { endTurn(base, sid, tid, ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV, 11), released }
 `,
   'turn_end',

@@ -2,10 +2,10 @@ import { luaScript } from '@tollway/accounts';
 import { LUA_CLAIM_TURNS, LUA_END_TURN } from './scheduler.lua';
 
 /**
- * A worker ends the turn it ran, in one step: releases the turn's lease (and with it the
- * organization's running slot), ends the turn compare-and-set (see endTurn in scheduler.lua.ts) and
- * claims up to ARGV[10] next turns, so a busy worker goes from one turn to the next in one round
- * trip. Redis runs it whole, so the turn is ended before its lease goes.
+ * A worker ends the turn it ran, in one step: releases the turn's lease, ends the turn
+ * compare-and-set (see endTurn in scheduler.lua.ts), gives the organization's running slot back and
+ * claims up to ARGV[10] next turns (see claimTurns), so a busy worker goes from one turn to the next
+ * in one round trip. Redis runs it whole, so no one sees the lease gone and the turn still running.
  *
  * KEYS[1] session hash, KEYS[2] leases zset (declared; every key is under ARGV[1]'s hash tag)
  * ARGV[1] key base, ARGV[2] session id, ARGV[3] turn id, ARGV[4] org ('' = none), ARGV[5] now (ms),
@@ -19,9 +19,10 @@ export const finishTurnScript = luaScript(
 ${LUA_END_TURN}
 local base, sid, tid, org = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local released = redis.call('ZREM', base .. 'leases', sid .. ':' .. tid .. ':' .. org)
-if released == 1 then releaseSlot(base, org) end
 local result = endTurn(base, sid, tid, ARGV[5], ARGV[6], 'worker', ARGV[7], ARGV[8], ARGV[9], ARGV, 12)
-return { result, released, claimTurns(base, tonumber(ARGV[10]), tonumber(ARGV[11]), false) }
+local releasing = nil
+if released == 1 then releasing = org end
+return { result, released, claimTurns(base, tonumber(ARGV[10]), tonumber(ARGV[11]), false, releasing) }
 `,
   'turn_finish',
 );

@@ -17,9 +17,9 @@ local base, sid, tid, org = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local member = sid .. ':' .. tid
 if redis.call('ZREM', KEYS[1], member .. ':' .. org) == 0 then return 0 end
 releaseSlot(base, org)
-local s = redis.call('HMGET', base .. 's:' .. sid, 'status', 'turn_id')
-if s[1] ~= 'running' or s[2] ~= tid then return 0 end
-redis.call('LPUSH', base .. 'q:' .. org, member)
+local s = redis.call('HMGET', base .. 's:' .. sid, 'status', 'turn_id', 'job')
+if s[1] ~= 'running' or s[2] ~= tid or not s[3] then return 0 end
+redis.call('LPUSH', base .. 'q:' .. org, member .. '|' .. s[3])
 local key = base .. 'sched:' .. org
 local o = redis.call('HMGET', key, 'waiting', 'running', 'cap', 'vt')
 local waiting = tonumber(o[1] or '0')

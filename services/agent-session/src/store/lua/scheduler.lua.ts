@@ -20,6 +20,12 @@ local function redisNow()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end`;
 
+/**
+ * The `activity` score of a running session (its turn waiting or executing): past any time, so the
+ * TTL sweep, which takes the oldest activity first, never reaches it.
+ */
+export const RUNNING_SCORE = 9e15;
+
 /** Virtual times are kept as text exactly (a Lua number printed with 17 significant digits). */
 const LUA_TAG = `
 local function tagText(value) return string.format('%.17g', value) end`;
@@ -53,13 +59,14 @@ local function releaseSlot(base, org)
 end`;
 
 /**
- * `dequeue(base, org, member)`: takes a turn that has not started out of its organization's queue
- * (its session is being deleted, or the turn ended otherwise); true when it was there. An
- * organization left with nothing waiting is no longer ready, and keeps its virtual time.
+ * `dequeue(base, org, entry)`: takes a turn that has not started out of its organization's queue
+ * (its session is being deleted, or the turn ended otherwise), by its entry (see queueEntry); true
+ * when it was there. An organization left with nothing waiting is no longer ready, and keeps its
+ * virtual time.
  */
 export const LUA_DEQUEUE = `
-local function dequeue(base, org, member)
-  if redis.call('LREM', base .. 'q:' .. org, 1, member) == 0 then return false end
+local function dequeue(base, org, entry)
+  if redis.call('LREM', base .. 'q:' .. org, 1, entry) == 0 then return false end
   local key = base .. 'sched:' .. org
   local waiting = math.max(0, tonumber(redis.call('HGET', key, 'waiting') or '1') - 1)
   redis.call('HSET', key, 'waiting', waiting)
@@ -74,22 +81,33 @@ local function dequeue(base, org, member)
 end`;
 
 /**
- * `claimOne(base, leaseUntil)`: dispatches one turn in fair order and leases it until
+ * `claimOne(base, leaseUntil, pending)`: dispatches one turn in fair order and leases it until
  * `leaseUntil`: { session id, turn id, org, job JSON, { history… } }; nil when no organization is
- * ready; false for a queue entry without its turn (dropped; nothing claimed). Second result: true
- * when the organization stays ready (so others may still be waiting).
+ * ready; false for an organization ready with an empty queue (dropped from the ready set). Second
+ * result: true when the organization stays ready (so others may still be waiting). `pending.org`
+ * names an organization one of whose turns just ended and whose running slot is still to give back
+ * (see claimTurns): taken from the same organization, the slot is handed on in the one write of its
+ * scheduler hash; otherwise it is given back first, so its organization competes in this claim.
  */
 export const LUA_CLAIM_ONE = `${LUA_RELEASE_SLOT}
-local function claimOne(base, leaseUntil)
+local function claimOne(base, leaseUntil, pending)
   local head = redis.call('ZRANGE', base .. 'ready', 0, 0, 'WITHSCORES')
+  if pending.org and head[1] ~= pending.org then
+    releaseSlot(base, pending.org)
+    pending.org = nil
+    head = redis.call('ZRANGE', base .. 'ready', 0, 0, 'WITHSCORES')
+  end
   local org = head[1]
   if not org then return nil, false end
+  local handedOn = pending.org == org
+  if handedOn then pending.org = nil end
   local tag = tonumber(head[2])
   local key = base .. 'sched:' .. org
   local o = redis.call('HMGET', key, 'waiting', 'running', 'weight', 'cap')
   local member = redis.call('LPOP', base .. 'q:' .. org)
   local waiting = 0
   local running = tonumber(o[2] or '0')
+  if handedOn then running = math.max(0, running - 1) end
   if member then
     waiting = math.max(0, tonumber(o[1] or '0') - 1)
     running = running + 1
@@ -106,41 +124,41 @@ local function claimOne(base, leaseUntil)
     redis.call('SET', base .. 'vclock', tagText(tag))
   end
   if not member then return false, stays end
+  -- An entry is '<session id>:<turn id>|<job JSON>': the claim needs no read of the session. A
+  -- waiting turn leaves the queue with its session (deletion), so every entry is a live turn.
+  local bar = string.find(member, '|', 1, true)
   local sep = string.find(member, ':', 1, true)
   local sid = string.sub(member, 1, sep - 1)
-  local tid = string.sub(member, sep + 1)
-  local s = redis.call('HMGET', base .. 's:' .. sid, 'status', 'turn_id', 'job')
-  if s[1] ~= 'running' or s[2] ~= tid or not s[3] then
-    -- A queued turn leaves the queue with its session, so this entry outlived its turn somehow
-    -- (a key deleted by hand): dropped, its slot given back.
-    releaseSlot(base, org)
-    return false, stays
-  end
-  redis.call('ZADD', base .. 'leases', leaseUntil, member .. ':' .. org)
-  return { sid, tid, org, s[3], redis.call('LRANGE', base .. 'h:' .. sid, 0, -1) }, stays
+  local tid = string.sub(member, sep + 1, bar - 1)
+  redis.call('ZADD', base .. 'leases', leaseUntil, sid .. ':' .. tid .. ':' .. org)
+  return { sid, tid, org, string.sub(member, bar + 1), redis.call('LRANGE', base .. 'h:' .. sid, 0, -1) }, stays
 end`;
 
 /**
- * `claimTurns(base, max, leaseTtlMs, baton)`: up to `max` turns (see claimOne). With `baton`,
- * a claim that took all it could while organizations stay ready leaves a wake token, so an idle
- * worker takes the rest (a worker replacing a turn it just ended needs none: the count of turns
- * executing does not grow).
+ * `claimTurns(base, max, leaseTtlMs, baton, releasing)`: up to `max` turns (see claimOne). With
+ * `baton`, a claim that took all it asked for while organizations stay ready leaves a wake token,
+ * so an idle worker takes the rest (a worker replacing a turn it just ended needs none: the count
+ * of turns executing does not grow). `releasing` names the organization of a turn that just ended,
+ * whose running slot this call gives back (handed on to its next turn when that is claimed).
  */
 export const LUA_CLAIM_TURNS = `${LUA_REDIS_NOW}
 ${LUA_CLAIM_ONE}
-local function claimTurns(base, max, leaseTtlMs, baton)
+local function claimTurns(base, max, leaseTtlMs, baton, releasing)
   local out = {}
-  if max <= 0 then return out end
-  local leaseUntil = redisNow() + leaseTtlMs
+  local pending = { org = releasing }
   local stays = false
-  -- Entries dropped do not count; the bound keeps one call short whatever the queues hold.
-  for _ = 1, max + 32 do
-    local turn
-    turn, stays = claimOne(base, leaseUntil)
-    if turn == nil then break end
-    if turn then out[#out + 1] = turn end
-    if #out >= max then break end
+  if max > 0 then
+    local leaseUntil = redisNow() + leaseTtlMs
+    -- Entries dropped do not count; the bound keeps one call short whatever the queues hold.
+    for _ = 1, max + 32 do
+      local turn
+      turn, stays = claimOne(base, leaseUntil, pending)
+      if turn == nil then break end
+      if turn then out[#out + 1] = turn end
+      if #out >= max then break end
+    end
   end
+  if pending.org then releaseSlot(base, pending.org) end
   if baton and #out >= max and (stays or redis.call('EXISTS', base .. 'ready') == 1) then
     redis.call('ZADD', base .. 'wake', 0, 'w')
   end
@@ -152,7 +170,8 @@ end`;
  * ends the turn compare-and-set (only while the session runs this very turn). Success appends
  * `messages[first..]` (adding their bytes to history_bytes) and goes idle with `response` =
  * `text`; error goes to error with the message `text` and appends nothing, keeping the response
- * of the last successful turn. Publishes the session event that wakes long-polls, with the outcome.
+ * of the last successful turn. The turn's id and job are blanked (the job holds the webhook's
+ * token, which must not outlive the turn), and the session's activity is now. Publishes the session event that wakes long-polls, with the outcome.
  * A turn another than its worker ends leaves an expiring marker (`ended:<tid>`). Returns 'applied'
  * or 'stale' (nothing written).
  */
@@ -170,14 +189,13 @@ local function endTurn(base, sid, tid, now, channel, ender, kind, text, markerTt
       redis.call('RPUSH', base .. 'h:' .. sid, unpack(messages, i, math.min(i + 999, #messages)))
     end
     redis.call('HSET', skey, 'status', 'idle', 'response', text, 'updated_at', now, 'history_bytes', bytes,
-      'ended_turn', tid .. ' ' .. ender)
+      'ended_turn', tid .. ' ' .. ender, 'turn_id', '', 'job', '')
   else
-    redis.call('HSET', skey, 'status', 'error', 'error', text, 'updated_at', now, 'ended_turn', tid .. ' ' .. ender)
+    redis.call('HSET', skey, 'status', 'error', 'error', text, 'updated_at', now, 'ended_turn', tid .. ' ' .. ender,
+      'turn_id', '', 'job', '')
     redis.call('SADD', base .. 'errored', sid)
   end
-  redis.call('HDEL', skey, 'turn_id', 'started_at', 'job')
   if ender ~= 'worker' then redis.call('SET', base .. 'ended:' .. tid, ender, 'PX', markerTtlMs) end
-  redis.call('ZREM', base .. 'running', sid)
   redis.call('ZADD', base .. 'activity', now, sid)
   local event = { session_id = sid, turn_id = tid, status = status }
   if status == 'idle' then

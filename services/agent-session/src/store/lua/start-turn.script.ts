@@ -9,12 +9,13 @@ import { LUA_ACTIVATE } from './scheduler.lua';
  * weight and cap on running turns are stored with every send, so a changed limit applies from its
  * next send; an organization that had no turn waiting (or whose raised cap frees it) becomes ready.
  *
- * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] running zset,
- * KEYS[5] errored set, KEYS[6] the organization's scheduler hash, KEYS[7] its queue
+ * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] errored set,
+ * KEYS[5] the organization's scheduler hash, KEYS[6] its queue
  * ARGV[1] key base, ARGV[2] session id, ARGV[3] caller's org ('' = none), ARGV[4] turn id,
  * ARGV[5] now (ms), ARGV[6] message JSON, ARGV[7] its length in bytes, ARGV[8] the most bytes a
  * history may hold, ARGV[9] the turn's job JSON, ARGV[10] the most turns the organization may have
- * waiting (0 = no limit), ARGV[11] its weight, ARGV[12] its cap on running turns (0 = none)
+ * waiting (0 = no limit), ARGV[11] its weight, ARGV[12] its cap on running turns (0 = none),
+ * ARGV[13] the activity score of a running session
  * returns { 'ok' }, { 'missing' } (absent or another org's), { 'busy' } (a turn is running),
  * { 'full' } (the message would take the history past ARGV[8]; sessions made before the count start
  * at 0) or { 'queue_full', waiting } (the organization has ARGV[10] turns waiting)
@@ -27,22 +28,20 @@ if not s[1] or s[2] ~= org then return { 'missing' } end
 if s[1] == 'running' then return { 'busy' } end
 local held = tonumber(s[3] or '0') + tonumber(ARGV[7])
 if held > tonumber(ARGV[8]) then return { 'full' } end
-local o = redis.call('HMGET', KEYS[6], 'waiting', 'running', 'cap', 'vt')
+local o = redis.call('HMGET', KEYS[5], 'waiting', 'running', 'cap', 'vt')
 local waiting = tonumber(o[1] or '0')
 local maxWaiting = tonumber(ARGV[10])
 if maxWaiting > 0 and waiting >= maxWaiting then return { 'queue_full', waiting } end
-redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'started_at', now, 'updated_at', now,
-  'history_bytes', held, 'job', ARGV[9])
+redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held, 'job', ARGV[9])
 if s[1] == 'error' then
   redis.call('HDEL', KEYS[1], 'error')
-  redis.call('SREM', KEYS[5], sid)
+  redis.call('SREM', KEYS[4], sid)
 end
 redis.call('RPUSH', KEYS[2], ARGV[6])
-redis.call('ZREM', KEYS[3], sid)
-redis.call('ZADD', KEYS[4], now, sid)
-redis.call('RPUSH', KEYS[7], sid .. ':' .. tid)
+redis.call('ZADD', KEYS[3], ARGV[13], sid)
+redis.call('RPUSH', KEYS[6], sid .. ':' .. tid .. '|' .. ARGV[9])
 local cap = tonumber(ARGV[12])
-redis.call('HSET', KEYS[6], 'waiting', waiting + 1, 'weight', ARGV[11], 'cap', cap)
+redis.call('HSET', KEYS[5], 'waiting', waiting + 1, 'weight', ARGV[11], 'cap', cap)
 local running = tonumber(o[2] or '0')
 local oldCap = tonumber(o[3] or '0')
 local heldBack = oldCap > 0 and running >= oldCap
