@@ -10,6 +10,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { parse } from 'yaml';
 import { HTTP_LIMIT_SOURCES } from '../packages/service-kit/src/http-server';
 import { TELEMETRY_CONFIG_SOURCES } from '../packages/telemetry/src/telemetry-config';
 import { loadApiConfig, SHARED_CONFIG_SOURCES } from '../services/agent-session/src/config';
@@ -428,6 +429,20 @@ describe.each(variants)('helm chart: $name', (variant) => {
         'session-worker': ['GATEWAY_API_KEY', 'REDIS_SENTINEL_PASSWORD', 'REDIS_URL', 'WEBHOOK_SIGNING_SECRET'],
       }[processOf(deployment)];
       expect(allowed).toEqual(expect.arrayContaining(fromSecret));
+    }
+  });
+
+  it("runs each image's own command, the worker's as compose does", () => {
+    const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8')) as {
+      services: Record<string, { command?: string[] }>;
+    };
+    for (const deployment of deployments()) {
+      const [container] = containersOf(deployment);
+      // By name, not by command: the gateway's image CMD carries its node flags; the session image's runs the API.
+      const expected = deployment.metadata.name.endsWith('-session-worker')
+        ? compose.services['agent-session-worker']!.command
+        : undefined;
+      expect(container!.command).toEqual(expected);
     }
   });
 
