@@ -35,6 +35,16 @@ describe('startMetricsServer', () => {
       'no-store',
       { status: 'ok' },
     ]);
+    // Only GET and HEAD of the exact path: no prefix or other method reaches either answer.
+    for (const [method, path] of [
+      ['POST', '/healthz'],
+      ['GET', '/healthzz'],
+      ['DELETE', '/metrics'],
+    ] as const) {
+      const refused = await fetch(`http://127.0.0.1:${port}${path}`, { method, body: method === 'POST' ? 'x' : null });
+      expect([method, path, refused.status]).toEqual([method, path, 404]);
+      await refused.arrayBuffer();
+    }
     const other = await fetch(`http://127.0.0.1:${port}/other`, { method: 'POST', body: 'x' });
     expect(other.status).toBe(404);
     expect(other.headers.get('content-type')).toMatch(/^application\/json/);
