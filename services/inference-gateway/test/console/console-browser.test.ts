@@ -1,8 +1,9 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { sessionSchedulerKeys } from '@tollway/accounts';
+import { launchChromium } from './chromium';
 import { ADMIN_TOKEN, buildConsole, ROOMY_BUDGETS, startConsoleGateway, type ConsoleGateway } from './console-harness';
 
 // The console in a real browser (Debian's chromium through playwright-core): the whole key
@@ -25,20 +26,7 @@ beforeAll(async () => {
   built = await buildConsole();
   // A cap on keys per organization that no other test here reaches (see the key-limit test).
   gateway = await startConsoleGateway({ CONSOLE_DIR: built.dir, MAX_KEYS_PER_ORGANIZATION: String(KEY_CAP) });
-  // launch() gives the browser a fresh temporary profile of its own and removes it on close.
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 }, 90_000);
 
 afterAll(async () => {
