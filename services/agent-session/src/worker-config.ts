@@ -72,6 +72,11 @@ const workerSchema = z.object({
   webhookTimeoutMs: durationMs(1).default(10_000),
   /** Adds `trace_metrics` to webhook payloads; default false. */
   tracingEnabled: envBoolean.default(false),
+  /**
+   * On SIGTERM, turns under way get this long to end before their agent processes are killed (those
+   * turns end in `error`), in ms; default 5000. Keep the orchestrator's grace period above it.
+   */
+  shutdownGraceMs: durationMs(0).default(5000),
   /** A turn running longer is killed and ends in `error`, in ms; default 600 000 (10 minutes), 0 = no limit. */
   turnTimeoutMs: durationMs(0).default(600_000),
   /** Lifetime of a worker's registration and of its turn leases without a heartbeat, in ms; default 5000. */
@@ -96,6 +101,7 @@ const workerSources = {
   webhookAllowedHosts: { env: 'WEBHOOK_ALLOWED_HOSTS' },
   webhookTimeoutMs: { env: 'WEBHOOK_TIMEOUT_MS' },
   tracingEnabled: { env: 'TRACING_ENABLED' },
+  shutdownGraceMs: { env: 'WORKER_SHUTDOWN_GRACE_MS' },
   turnTimeoutMs: { env: 'TURN_TIMEOUT_MS' },
   leaseTtlMs: { env: 'WORKER_LEASE_TTL_MS' },
   reaperIntervalMs: { env: 'REAPER_INTERVAL_MS' },

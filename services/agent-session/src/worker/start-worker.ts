@@ -15,9 +15,6 @@ import { WorkerRegistration } from './worker-registry';
 import type { WorkerMetrics } from '../observability/session-metrics';
 import type { Tracer } from '@opentelemetry/api';
 
-/** On shutdown, turns under way get this long to finish before their processes are killed, in ms. */
-const SHUTDOWN_TURN_GRACE_MS = 5_000;
-
 /** Optional collaborators of startWorker. */
 export interface StartWorkerDeps {
   logger?: Logger;
@@ -144,7 +141,7 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
       let graceTimer: NodeJS.Timeout | undefined;
       const graceful = await Promise.race([
         dispatcher.drained().then(() => true),
-        new Promise<false>((resolve) => (graceTimer = setTimeout(() => resolve(false), SHUTDOWN_TURN_GRACE_MS))),
+        new Promise<false>((resolve) => (graceTimer = setTimeout(() => resolve(false), config.shutdownGraceMs))),
       ]);
       clearTimeout(graceTimer);
       if (!graceful) logger.warn('turns still running at shutdown are ended in error');
