@@ -15,6 +15,7 @@ import { SessionEventHub } from './store/session-event-hub';
 import { SessionStore } from './store/session-store';
 import { startSessionSweeper } from './store/session-sweeper';
 import { startOrganizationPurge } from './store/organization-purge';
+import { endTurnsLostInUpgrade } from './store/legacy-upgrade';
 import { OrganizationLimits } from './store/organization-limits';
 import { TurnScheduler } from './store/turn-scheduler';
 import { createTurnNotifier, startTurnReaper } from './worker/start-reaper';
@@ -44,6 +45,13 @@ async function main(): Promise<void> {
   const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
 
   const store = new SessionStore({ redis, prefix: config.redisPrefix });
+  // Sessions an earlier build left running on a queue this one does not read; in the background,
+  // tried again while Redis does not answer, so a start with Redis away still serves (503s).
+  const upgrade = () =>
+    endTurnsLostInUpgrade(redis, store, config.redisPrefix, logger).catch(() => {
+      setTimeout(upgrade, 5000).unref();
+    });
+  void upgrade();
   const hub = new SessionEventHub(subscriber, config.redisPrefix);
   await hub.start();
   const authenticator = config.authEnabled
