@@ -60,9 +60,9 @@ end`;
 
 /**
  * `dequeue(base, org, entry)`: takes a turn that has not started out of its organization's queue
- * (its session is being deleted, or the turn ended otherwise), by its entry (see queueEntry); true
- * when it was there. An organization left with nothing waiting is no longer ready, and keeps its
- * virtual time.
+ * (its session is being deleted, or the turn ended otherwise), by its entry, `<session id>:<turn
+ * id>|<job JSON>`; true when it was there. An organization left with nothing waiting is no longer
+ * ready, and keeps its virtual time.
  */
 export const LUA_DEQUEUE = `
 local function dequeue(base, org, entry)
