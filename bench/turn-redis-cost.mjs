@@ -136,6 +136,14 @@ function report() {
     );
   }
   console.log(lines.join('\n'));
+  // Redis's own time per command (a script's includes what it ran; MULTI/EXEC's its commands').
+  for (const [name, r] of Object.entries(results)) {
+    const top = r.best.byCommand
+      .slice(0, 8)
+      .map((entry) => `${entry.command} ${entry.calls.toFixed(2)}× ${entry.us.toFixed(0)} µs`)
+      .join(', ');
+    console.log(`${name}: Redis time per turn by command: ${top}`);
+  }
   if (results.base) {
     const [fresh, base] = [results.new, results.base];
     console.log(

@@ -42,11 +42,22 @@ export async function startBenchRedis() {
     port,
     url,
     redis,
-    /** Commands processed and CPU seconds (user + system) so far. */
+    /**
+     * Commands processed and CPU seconds (user + system) so far, and per command (INFO
+     * commandstats) its calls and µs (a script's µs include the commands it ran).
+     */
     async counters() {
       const text = await redis.info('all');
       const field = (name) => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(text)?.[1] ?? 0);
-      return { commands: field('total_commands_processed'), cpu: field('used_cpu_sys') + field('used_cpu_user') };
+      const byCommand = {};
+      for (const [, command, calls, usec] of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+        byCommand[command] = { calls: Number(calls), usec: Number(usec) };
+      }
+      return {
+        commands: field('total_commands_processed'),
+        cpu: field('used_cpu_sys') + field('used_cpu_user'),
+        byCommand,
+      };
     },
     async stop() {
       redis.disconnect();
@@ -56,9 +67,19 @@ export async function startBenchRedis() {
   };
 }
 
-/** Redis counters between two reads, per `n` units (turns, requests), less the reads' own commands. */
+/**
+ * Redis counters between two reads, per `n` units (turns, requests), less the reads' own commands;
+ * `byCommand`: each command's calls and µs per unit, busiest first.
+ */
 export function perUnit(before, after, n) {
-  return { commands: (after.commands - before.commands - 1) / n, cpuUs: ((after.cpu - before.cpu) * 1e6) / n };
+  const byCommand = Object.entries(after.byCommand ?? {})
+    .map(([command, { calls, usec }]) => {
+      const was = before.byCommand?.[command] ?? { calls: 0, usec: 0 };
+      return { command, calls: (calls - was.calls) / n, us: (usec - was.usec) / n };
+    })
+    .filter((entry) => entry.calls > 0 && entry.command !== 'info')
+    .sort((a, b) => b.us - a.us);
+  return { commands: (after.commands - before.commands - 1) / n, cpuUs: ((after.cpu - before.cpu) * 1e6) / n, byCommand };
 }
 
 /** Resolves once `check()` is truthy, polling every `stepMs`; rejects after `timeoutMs`. */

@@ -77,7 +77,7 @@ export class TurnScheduler {
       [this.keys.ready, this.keys.leases],
       [this.base, max, leaseTtlMs, baton ? 1 : 0],
     );
-    return parseClaimed(reply);
+    return this.withHistories(reply);
   }
 
   /**
@@ -107,7 +107,7 @@ export class TurnScheduler {
         ...appendedMessages(outcome),
       ],
     )) as ['applied' | 'stale', number, unknown];
-    return { result, stillLeased: Number(released) === 1, next: parseClaimed(claimed) };
+    return { result, stillLeased: Number(released) === 1, next: await this.withHistories(claimed) };
   }
 
   /** Hands a claimed turn that never started back to the front of its queue; false when it was no longer this worker's. */
@@ -144,6 +144,31 @@ export class TurnScheduler {
   }
 
   /**
+   * The claimed turns of a claim's reply, each with its session's history, read in one pipeline
+   * (a running session's history does not change until its turn ends; a session deleted since
+   * reads empty, and its turn is cancelled). A read that fails leaves the turns leased: their
+   * leases lapse and the reaper ends them, as for a claim whose reply was lost.
+   */
+  private async withHistories(reply: unknown): Promise<ClaimedTurn[]> {
+    const claimed = (reply as Array<[string, string, string, string]> | null) ?? [];
+    if (claimed.length === 0) return [];
+    const pipeline = this.redis.pipeline();
+    for (const [sessionId] of claimed) pipeline.lrange(this.keys.history(sessionId), 0, -1);
+    const histories = (await pipeline.exec()) ?? [];
+    return claimed.map(([sessionId, turnId, org, jobJson], i) => {
+      const [err, items] = histories[i] ?? [new Error('no reply'), null];
+      if (err) throw err;
+      return {
+        sessionId,
+        turnId,
+        orgId: org === '' ? null : org,
+        jobJson,
+        history: (items as string[]).map((item) => JSON.parse(item) as StoredMessage),
+      };
+    });
+  }
+
+  /**
    * Turns waiting and executing, cluster-wide, in one round trip of O(log n) reads: executing =
    * the leases held, waiting = the running sessions (their turn accepted) less those.
    */
@@ -159,14 +184,3 @@ export class TurnScheduler {
   }
 }
 
-function parseClaimed(reply: unknown): ClaimedTurn[] {
-  return ((reply as Array<[string, string, string, string, string[]]> | null) ?? []).map(
-    ([sessionId, turnId, org, jobJson, history]) => ({
-      sessionId,
-      turnId,
-      orgId: org === '' ? null : org,
-      jobJson,
-      history: history.map((item) => JSON.parse(item) as StoredMessage),
-    }),
-  );
-}

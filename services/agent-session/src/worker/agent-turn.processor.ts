@@ -72,8 +72,10 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): AgentTur
       trace?.end(outcome);
     };
     try {
-      const child = await deps.pool.reserve(cancel);
-      if (!child && !cancel.aborted) {
+      // A running session's history ends with the turn's own message: an empty one was deleted
+      // between the claim and its read (its cancellation may not have arrived yet).
+      const child = claimed.history.length > 0 ? await deps.pool.reserve(cancel) : null;
+      if (!child && !cancel.aborted && claimed.history.length > 0) {
         // The worker is shutting down before the turn started: back to the front of its queue.
         trace?.end('requeued');
         await deps.scheduler.requeue(claimed).finally(() => deps.registration.forget(sessionId, turnId, orgId));

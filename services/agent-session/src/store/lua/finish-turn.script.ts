@@ -12,7 +12,7 @@ import { LUA_CLAIM_TURNS, LUA_END_TURN } from './scheduler.lua';
  * ARGV[6] events channel, ARGV[7] 'success' | 'error', ARGV[8] response JSON (success) or error
  * message (error), ARGV[9] ended-marker lifetime (ms), ARGV[10] turns to claim next,
  * ARGV[11] lease lifetime (ms), ARGV[12..] messages to append (success), one JSON message each
- * returns { 'applied' | 'stale', 1 if this call released the lease else 0, { claimed turns… } }
+ * returns { 'applied' | 'stale', 1 if this call released the lease else 0, { claimed turns… } } (see claim-turns)
  */
 export const finishTurnScript = luaScript(
   `${LUA_CLAIM_TURNS}
