@@ -41,16 +41,16 @@ async function runBuild(root, flood) {
   try {
     const orgs = {};
     for (const org of ['a', 'b', 'c', 'd', 'w1', 'w3']) orgs[org] = await platform.organization(`org-${org}`);
-    const client = Object.fromEntries(Object.entries(orgs).map(([org, { key }]) => [org, sessionClient(platform.apiUrls, key)]));
+    const client = Object.fromEntries(
+      Object.entries(orgs).map(([org, { key }]) => [org, sessionClient(platform.apiUrls, key)]),
+    );
     const weighted = await setWeights(root, platform, orgs);
 
     // Warm up every process (connections, JIT) with a few turns; then B alone.
     await tries(client.b, 5);
     const alone = await tries(client.b, args.tries);
 
-    const before = await platform.redis.counters();
     const aAlone = await floodTurns(platform, client.a, flood);
-    const after = await platform.redis.counters();
 
     const noisy = await floodTurns(platform, client.a, flood, async (backlogWaits) => {
       const [b, c, d] = await Promise.all([
@@ -65,7 +65,7 @@ async function runBuild(root, flood) {
     return {
       alone: summary(alone),
       aTurnsPerSecond: aAlone.turnsPerSecond,
-      redis: perUnit(before, after, flood),
+      redis: aAlone.redis,
       behind: { ...summary(noisy.during.b), triesBehind: noisy.during.b.behind, c: noisy.during.c, d: noisy.during.d },
       share,
     };
@@ -120,19 +120,22 @@ function summary({ latency, wait, run }) {
 /**
  * Floods `n` turns of `client`'s organization (sessions made first, sends 64 at a time, each asking
  * for a webhook); once every send is accepted, runs `during(backlogWaits)` if given. Resolves the
- * turns/s from the first 202 to the last callback, and what `during` returned.
+ * turns/s from the first 202 to the last callback, Redis's commands and CPU per turn from the first
+ * send to the last callback (the sessions' creation left out), and what `during` returned.
  */
 async function floodTurns(platform, client, n, during) {
   const ids = await inParallel(Array.from({ length: n }), 32, () => client.createSession());
   const webhook = { url: platform.hooks.url };
+  const before = await platform.redis.counters();
   const startedAt = Date.now();
   await inParallel(ids, 64, (id) => client.send(id, { content: 'flood', webhook }));
   const done = () => ids.filter((id) => platform.hooks.arrived.has(id)).length;
   const backlogWaits = () => done() < n;
   const duringResult = during ? await during(backlogWaits) : null;
   await until(() => done() === n, 600_000, 100);
+  const after = await platform.redis.counters();
   const lastAt = Math.max(...ids.map((id) => platform.hooks.arrived.get(id).at));
-  return { turnsPerSecond: (n * 1000) / (lastAt - startedAt), during: duringResult };
+  return { turnsPerSecond: (n * 1000) / (lastAt - startedAt), redis: perUnit(before, after, n), during: duringResult };
 }
 
 /**
@@ -140,7 +143,9 @@ async function floodTurns(platform, client, n, during) {
  * callbacks each got until the first of them had all its turns done (both backlogged meanwhile).
  */
 async function weightedShare(platform, light, heavy, n) {
-  const [lightIds, heavyIds] = await Promise.all([light, heavy].map((c) => inParallel(Array.from({ length: n }), 32, () => c.createSession())));
+  const [lightIds, heavyIds] = await Promise.all(
+    [light, heavy].map((c) => inParallel(Array.from({ length: n }), 32, () => c.createSession())),
+  );
   const webhook = { url: platform.hooks.url };
   const interleaved = lightIds.flatMap((id, i) => [
     [light, id],

@@ -90,7 +90,11 @@ async function loop(client, ids, seconds) {
 /** Governed chat completions straight at the gateway (16 at a time, a few seconds): Redis per request. */
 async function governedRequests(platform, key) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
-  const body = JSON.stringify({ model: 'tollway/sim-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 });
+  const body = JSON.stringify({
+    model: 'tollway/sim-chat',
+    messages: [{ role: 'user', content: 'hi' }],
+    max_tokens: 8,
+  });
   const post = () =>
     new Promise((done, fail) => {
       const req = http.request(
@@ -98,7 +102,11 @@ async function governedRequests(platform, key) {
         {
           method: 'POST',
           agent,
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+          headers: {
+            authorization: `Bearer ${key}`,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+          },
         },
         (res) => {
           res.resume();

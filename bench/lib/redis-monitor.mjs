@@ -57,7 +57,11 @@ function causeOf(name, command, rest) {
   if (['publish', 'subscribe', 'psubscribe', 'unsubscribe'].includes(command)) return 'pub/sub';
   if (/\{workers\}|\{sessions\}:workers|worker-slots/.test(key)) return 'worker registry';
   if (name.includes('worker') || name.includes('turn-cancel')) {
-    return isScript ? 'session scripts (worker: claim, end, reap)' : key ? 'session scripts (worker: claim, end, reap)' : 'other';
+    return isScript
+      ? 'session scripts (worker: claim, end, reap)'
+      : key
+        ? 'session scripts (worker: claim, end, reap)'
+        : 'other';
   }
   if (name.includes('api') || name.includes('events')) {
     if (isScript) return /apikey|\{org:/.test(key) ? 'gateway call' : 'session scripts (API: create, send, delete)';

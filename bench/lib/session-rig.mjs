@@ -79,7 +79,11 @@ export function perUnit(before, after, n) {
     })
     .filter((entry) => entry.calls > 0 && entry.command !== 'info')
     .sort((a, b) => b.us - a.us);
-  return { commands: (after.commands - before.commands - 1) / n, cpuUs: ((after.cpu - before.cpu) * 1e6) / n, byCommand };
+  return {
+    commands: (after.commands - before.commands - 1) / n,
+    cpuUs: ((after.cpu - before.cpu) * 1e6) / n,
+    byCommand,
+  };
 }
 
 /** Resolves once `check()` is truthy, polling every `stepMs`; rejects after `timeoutMs`. */
