@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createAccountStore, DEFAULT_MAX_KEYS_PER_ORGANIZATION } from './account-store';
 import { hashApiKey } from './api-key';
@@ -369,5 +369,153 @@ describe('bucket balances', () => {
       output_tokens: { limit: 600, remaining: 600 },
     });
     expect(await store.getBucketBalances('missing-org')).toBeNull();
+  });
+});
+
+describe('session limits', () => {
+  const fields = ['limit_sessions', 'limit_running_turns', 'limit_waiting_turns', 'turn_weight'];
+  const stored = async (orgId: string) => redis.hmget(store.keys.org(orgId), ...fields);
+  const none = { sessions: null, runningTurns: null, waitingTurns: null, weight: null };
+
+  it('are stored as decimal fields of the organization hash; absent (or null) is the default', async () => {
+    const org = await store.createOrganization({
+      name: 'Limited',
+      budgets,
+      credit: 0,
+      sessionLimits: { sessions: 1_000_000_000, runningTurns: 3, waitingTurns: null },
+    });
+    const limits = { sessions: 1_000_000_000, runningTurns: 3, waitingTurns: null, weight: null };
+    expect(org.sessionLimits).toEqual(limits);
+    expect(await stored(org.id)).toEqual(['1000000000', '3', null, null]);
+    expect((await store.getOrganization(org.id))?.sessionLimits).toEqual(limits);
+    const plain = await store.createOrganization({ name: 'Plain', budgets, credit: 0 });
+    expect(plain.sessionLimits).toEqual(none);
+    expect((await store.getOrganization(plain.id))?.sessionLimits).toEqual(none);
+    expect(await stored(plain.id)).toEqual([null, null, null, null]);
+  });
+
+  it('an update sets any subset, keeps the rest, and null removes one (back to the default)', async () => {
+    const org = await store.createOrganization({
+      name: 'Tuned',
+      budgets,
+      credit: 0,
+      sessionLimits: { sessions: 10, runningTurns: 2, waitingTurns: 100, weight: 1 },
+    });
+    const updated = await store.updateOrganization(org.id, { sessionLimits: { weight: 3, runningTurns: null } });
+    expect(updated?.sessionLimits).toEqual({ sessions: 10, runningTurns: null, waitingTurns: 100, weight: 3 });
+    expect(await stored(org.id)).toEqual(['10', null, '100', '3']);
+    expect(await redis.hexists(store.keys.org(org.id), 'limit_running_turns')).toBe(0);
+    // Budgets and credit are untouched by a limits-only update, and limits by a budgets-only one.
+    expect(updated).toMatchObject({ budgets, credit: 0 });
+    const budgetsOnly = await store.updateOrganization(org.id, { budgets: { requests: 99 } });
+    expect(budgetsOnly?.sessionLimits).toEqual({ sessions: 10, runningTurns: null, waitingTurns: 100, weight: 3 });
+    await store.updateOrganization(org.id, {
+      sessionLimits: { sessions: null, runningTurns: null, waitingTurns: null, weight: null },
+    });
+    expect((await store.getOrganization(org.id))?.sessionLimits).toEqual(none);
+    expect(await stored(org.id)).toEqual([null, null, null, null]);
+  });
+
+  it('refuses a limit out of its bounds (AccountError invalid_session_limit) and changes nothing', async () => {
+    const org = await store.createOrganization({ name: 'Bounded', budgets, credit: 0, sessionLimits: { weight: 2 } });
+    const bad: Array<Partial<Record<'sessions' | 'runningTurns' | 'waitingTurns' | 'weight', number>>> = [
+      { sessions: 0 },
+      { sessions: 1_000_000_001 },
+      { runningTurns: 1_000_001 },
+      { waitingTurns: -1 },
+      { weight: 1001 },
+      { weight: 1.5 },
+      { weight: Number.NaN },
+    ];
+    for (const sessionLimits of bad) {
+      await expect(store.updateOrganization(org.id, { name: 'Changed', sessionLimits })).rejects.toMatchObject({
+        reason: 'invalid_session_limit',
+      });
+      await expect(
+        store.createOrganization({ id: `bounded-${randomUUID()}`, name: 'B', budgets, credit: 0, sessionLimits }),
+      ).rejects.toMatchObject({ reason: 'invalid_session_limit' });
+    }
+    expect(await store.getOrganization(org.id)).toMatchObject({ name: 'Bounded', sessionLimits: { weight: 2 } });
+    // The bounds themselves are fine.
+    const edges = { sessions: 1, runningTurns: 1_000_000, waitingTurns: 1_000_000_000, weight: 1000 };
+    expect((await store.updateOrganization(org.id, { sessionLimits: edges }))?.sessionLimits).toEqual(edges);
+  });
+
+  it('reads a hand-edited field that is not a decimal integer in bounds as the default', async () => {
+    const org = await store.createOrganization({ name: 'Edited', budgets, credit: 0 });
+    await redis.hset(store.keys.org(org.id), {
+      limit_sessions: '12abc',
+      limit_running_turns: '0',
+      limit_waiting_turns: ' 7',
+      turn_weight: '5',
+    });
+    expect((await store.getOrganization(org.id))?.sessionLimits).toEqual({ ...none, weight: 5 });
+  });
+
+  it('an update of the limits alone is published on the org-change channel, as a budget update is', async () => {
+    const org = await store.createOrganization({ name: 'Watched', budgets, credit: 0 });
+    const subscriber = redis.duplicate();
+    const heard: string[] = [];
+    subscriber.on('message', (_channel: string, message: string) => heard.push(message));
+    await subscriber.subscribe(store.keys.orgChangeChannel());
+    try {
+      await store.updateOrganization(org.id, { sessionLimits: { runningTurns: 4 } });
+      await store.updateOrganization(org.id, { sessionLimits: { runningTurns: null } });
+      const deadline = Date.now() + 2000;
+      while (heard.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(heard).toEqual([org.id, org.id]);
+    } finally {
+      subscriber.disconnect();
+    }
+  });
+
+  it('are part of the idempotency fingerprints of create and update', async () => {
+    const key = `limits-${randomUUID()}`;
+    const first = await store.createOrganizationOnce(
+      { name: 'Idem', budgets, credit: 0, sessionLimits: { weight: 2 } },
+      key,
+    );
+    const again = await store.createOrganizationOnce(
+      { name: 'Idem', budgets, credit: 0, sessionLimits: { weight: 2 } },
+      key,
+    );
+    expect([first?.replayed, again?.replayed, again?.organization.id]).toEqual([false, true, first?.organization.id]);
+    await expect(
+      store.createOrganizationOnce({ name: 'Idem', budgets, credit: 0, sessionLimits: { weight: 3 } }, key),
+    ).rejects.toMatchObject({ reason: 'idempotency_key_reused' });
+    await expect(store.createOrganizationOnce({ name: 'Idem', budgets, credit: 0 }, key)).rejects.toMatchObject({
+      reason: 'idempotency_key_reused',
+    });
+
+    const orgId = first!.organization.id;
+    const updateKey = randomUUID();
+    const set = { sessionLimits: { runningTurns: 5 } };
+    expect((await store.updateOrganizationOnce(orgId, set, updateKey))?.replayed).toBe(false);
+    expect((await store.updateOrganizationOnce(orgId, set, updateKey))?.replayed).toBe(true);
+    for (const other of [{ runningTurns: 6 }, { runningTurns: null }, { waitingTurns: 5 }]) {
+      await expect(store.updateOrganizationOnce(orgId, { sessionLimits: other }, updateKey)).rejects.toMatchObject({
+        reason: 'idempotency_key_reused',
+      });
+    }
+    // Reset and unchanged are other requests: null under a key that set 5 was refused above, and
+    // a reset under its own key is made once.
+    const resetKey = randomUUID();
+    const reset = { sessionLimits: { runningTurns: null } };
+    expect((await store.updateOrganizationOnce(orgId, reset, resetKey))?.organization.sessionLimits.runningTurns).toBe(
+      null,
+    );
+    expect((await store.updateOrganizationOnce(orgId, reset, resetKey))?.replayed).toBe(true);
+  });
+
+  it('leave the fingerprint of a request without limits as it was before they existed', async () => {
+    const org = await store.createOrganization({ name: 'Upgraded', budgets, credit: 1 });
+    const key = randomUUID();
+    // The record an update sent before the upgrade left: its fingerprint by the old formula.
+    const old = createHash('sha256')
+      .update(JSON.stringify(['update', '', '', '', '', 2]))
+      .digest('hex');
+    await redis.set(store.keys.idempotencyRecord(org.id, createHash('sha256').update(key).digest('hex')), old);
+    const replay = await store.updateOrganizationOnce(org.id, { creditTopUp: 2 }, key);
+    expect([replay?.replayed, replay?.organization.credit]).toEqual([true, 1]);
   });
 });

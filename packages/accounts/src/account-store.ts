@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { ChainableCommander, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from './api-key';
 import type {
   ApiKeyInfo,
@@ -9,11 +9,22 @@ import type {
   NewOrganization,
   Organization,
   OrganizationUpdate,
+  SessionLimits,
   UsageReport,
 } from './account.types';
 import { readBucketBalances } from './bucket-balances';
 import { luaScript } from './lua-script';
+import { readOrganizationTurns, type OrganizationTurns } from './organization-turns';
+import { execOrThrow } from './redis-batch';
 import { accountKeys, type AccountKeys } from './redis-keys';
+import {
+  defaultSessionLimits,
+  invalidSessionLimit,
+  parseSessionLimits,
+  SESSION_LIMIT_BOUNDS,
+  SESSION_LIMIT_FIELDS,
+  SESSION_LIMIT_NAMES,
+} from './session-limits';
 import { CREATE_ORG_LUA } from './scripts/create-org.lua';
 import { ACTIVATE_KEY_LUA, DELETE_ORG_LUA, KEY_STILL_LIVE_LUA } from './scripts/key-lifecycle.lua';
 import { UPDATE_ORG_LUA } from './scripts/update-org.lua';
@@ -57,7 +68,8 @@ export class AccountError extends Error {
       | 'invalid_key'
       | 'idempotency_key_reused'
       | 'credit_out_of_range'
-      | 'key_limit_reached',
+      | 'key_limit_reached'
+      | 'invalid_session_limit',
     /** The organization id it is about (`conflict`, `id_retired`, `key_limit_reached`): given, or derived from an idempotency key. */
     readonly orgId?: string,
   ) {
@@ -87,6 +99,34 @@ function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
+/** Throws AccountError `invalid_session_limit` for a limit given that is not null nor an integer in its bounds. */
+function checkSessionLimits(limits: Partial<SessionLimits> | undefined): void {
+  const name = invalidSessionLimit(limits);
+  if (name === null) return;
+  const { min, max } = SESSION_LIMIT_BOUNDS[name];
+  throw new AccountError(
+    `The session limit ${name} must be an integer from ${min} to ${max}, or null for the default.`,
+    'invalid_session_limit',
+  );
+}
+
+/**
+ * The session limits as script arguments, in pairs (the hash field, its value), from one value per
+ * limit in SESSION_LIMIT_NAMES order.
+ */
+function sessionLimitArgs(values: ReadonlyArray<string | number>): Array<string | number> {
+  return SESSION_LIMIT_NAMES.flatMap((name, i) => [SESSION_LIMIT_FIELDS[name], values[i] ?? '']);
+}
+
+/**
+ * The session limits' part of an idempotency fingerprint: nothing when none is given, so a request
+ * without limits keeps the fingerprint it had before they existed (a retry across the upgrade is
+ * still a replay, not a reused key).
+ */
+function limitsFingerprint(values: ReadonlyArray<string | number>): Array<string | number> {
+  return values.some((value) => value !== '') ? [...values] : [];
+}
+
 /** Organizations and API keys in Redis. Methods return null where the organization or key does not exist. */
 export class AccountStore {
   readonly keys: AccountKeys;
@@ -96,10 +136,12 @@ export class AccountStore {
    */
   readonly maxKeysPerOrganization: number;
   private readonly redis: Redis;
+  private readonly prefix: string;
   private readonly now: () => number;
 
   constructor(options: AccountStoreOptions) {
     this.redis = options.redis;
+    this.prefix = options.prefix;
     this.keys = accountKeys(options.prefix);
     this.now = options.now ?? Date.now;
     this.maxKeysPerOrganization = options.maxKeysPerOrganization ?? DEFAULT_MAX_KEYS_PER_ORGANIZATION;
@@ -107,7 +149,8 @@ export class AccountStore {
 
   /**
    * Creates an organization; throws AccountError `conflict` when the id is taken, `id_retired`
-   * when it was a deleted organization's (unless `reuseDeletedId`: see createOrganizationOnce).
+   * when it was a deleted organization's (unless `reuseDeletedId`: see createOrganizationOnce),
+   * `invalid_session_limit` for a session limit out of SESSION_LIMIT_BOUNDS.
    */
   async createOrganization(input: NewOrganization, options: { reuseDeletedId?: boolean } = {}): Promise<Organization> {
     const created = await this.createOrganizationOnce(input, null, options);
@@ -137,8 +180,12 @@ export class AccountStore {
         .slice(0, 12)
         .replace(/[-_]/g, 'x')}`;
     if (!ORG_ID_PATTERN.test(id)) throw new AccountError(`Organization id "${id}" is not valid.`, 'invalid_id');
+    checkSessionLimits(input.sessionLimits);
     const created = Math.floor(this.now() / 1000);
     const { budgets } = input;
+    const sessionLimits = defaultSessionLimits();
+    for (const name of SESSION_LIMIT_NAMES) sessionLimits[name] = input.sessionLimits?.[name] ?? null;
+    const limitValues = SESSION_LIMIT_NAMES.map((name) => sessionLimits[name] ?? '');
     const keys = [this.keys.org(id), this.keys.tombstone(id)];
     const args: Array<string | number> = [
       input.name,
@@ -148,6 +195,9 @@ export class AccountStore {
       budgets.output_tokens,
       input.credit,
       options.reuseDeletedId ? '1' : '',
+      '',
+      0,
+      ...sessionLimitArgs(limitValues),
     ];
     if (idempotencyKey !== null) {
       // The key's record lives with the organization it made; this global claim ties the key to
@@ -157,7 +207,8 @@ export class AccountStore {
       if (claimed === null && (await this.redis.get(claim)) !== id) throw idempotencyKeyReused();
       const request = [input.id ?? null, input.name, budgets.requests, budgets.input_tokens, budgets.output_tokens];
       keys.push(this.keys.idempotencyRecord(id, sha256Hex(idempotencyKey)));
-      args.push(sha256Hex(JSON.stringify(['create', ...request, input.credit])), IDEMPOTENCY_RECORD_SECONDS);
+      args[7] = sha256Hex(JSON.stringify(['create', ...request, input.credit, ...limitsFingerprint(limitValues)]));
+      args[8] = IDEMPOTENCY_RECORD_SECONDS;
     }
     // Listed first, created second: if the call fails between the two (a lost answer, Redis gone),
     // the index names an organization that does not exist, which listing skips, rather than an
@@ -183,7 +234,7 @@ export class AccountStore {
       return organization && { organization, replayed: true };
     }
     return {
-      organization: { id, name: input.name, budgets: { ...budgets }, credit: input.credit, created },
+      organization: { id, name: input.name, budgets: { ...budgets }, credit: input.credit, created, sessionLimits },
       replayed: false,
     };
   }
@@ -213,7 +264,10 @@ export class AccountStore {
    * within IDEMPOTENCY_RECORD_SECONDS, the same update under the same key changes nothing again
    * and answers `replayed` with the organization as it is now; another update under that key
    * throws AccountError `idempotency_key_reused`. So a client that lost the answer to a credit
-   * top-up can send it again. Null when there is no such organization.
+   * top-up can send it again. Null when there is no such organization. A session limit set to null
+   * goes back to the session service's default; one out of SESSION_LIMIT_BOUNDS throws
+   * `invalid_session_limit`. Every update, a replay included, is published on the org-change
+   * channel, which the session service's cache of these limits follows.
    */
   async updateOrganizationOnce(
     orgId: string,
@@ -221,6 +275,7 @@ export class AccountStore {
     idempotencyKey: string | null,
   ): Promise<{ organization: Organization; replayed: boolean } | null> {
     if (!ORG_ID_PATTERN.test(orgId)) return null;
+    checkSessionLimits(update.sessionLimits);
     const b = update.budgets ?? {};
     const fields = [
       update.name ?? '',
@@ -229,11 +284,15 @@ export class AccountStore {
       b.output_tokens ?? '',
       update.creditTopUp === undefined ? '' : update.creditTopUp,
     ];
+    const limitValues = SESSION_LIMIT_NAMES.map((name) => {
+      const value = update.sessionLimits?.[name];
+      return value === undefined ? '' : value === null ? 'default' : value;
+    });
     const keys = [this.keys.org(orgId)];
-    const args: Array<string | number> = [...fields, '', 0, CREDIT_LIMIT];
+    const args: Array<string | number> = [...fields, '', 0, CREDIT_LIMIT, ...sessionLimitArgs(limitValues)];
     if (idempotencyKey !== null) {
       keys.push(this.keys.idempotencyRecord(orgId, sha256Hex(idempotencyKey)));
-      args[5] = sha256Hex(JSON.stringify(['update', ...fields]));
+      args[5] = sha256Hex(JSON.stringify(['update', ...fields, ...limitsFingerprint(limitValues)]));
       args[6] = IDEMPOTENCY_RECORD_SECONDS;
     }
     const outcome = await updateOrgScript.run(this.redis, keys, args);
@@ -246,8 +305,9 @@ export class AccountStore {
       );
     }
     if (outcome !== 1 && outcome !== 2) return null;
-    // Replicas holding quota slices of this organization give them back and admit afresh (again
-    // on a replay: the first call's answer, and maybe this message, was lost).
+    // Replicas holding quota slices of this organization give them back and admit afresh, and the
+    // session service drops its cached session limits (again on a replay: the first call's
+    // answer, and maybe this message, was lost).
     await this.redis.publish(this.keys.orgChangeChannel(), orgId);
     const organization = await this.getOrganization(orgId);
     return organization && { organization, replayed: outcome === 2 };
@@ -441,6 +501,15 @@ export class AccountStore {
     return readBucketBalances(this.redis, this.keys, org, this.now());
   }
 
+  /**
+   * The organization's live counts on the session service (sessions held, turns running and
+   * waiting), read under this store's prefix, which the session service shares; zeros for an
+   * organization it holds nothing of. Does not check that the organization exists.
+   */
+  async getOrganizationTurns(orgId: string): Promise<OrganizationTurns> {
+    return readOrganizationTurns(this.redis, this.prefix, orgId);
+  }
+
   /** Usage over the last `minutes` (default 60) minutes; null when the org is missing. */
   async getUsage(orgId: string, minutes = 60): Promise<UsageReport | null> {
     if (!ORG_ID_PATTERN.test(orgId) || !(await this.redis.exists(this.keys.org(orgId)))) return null;
@@ -475,15 +544,6 @@ export async function deleteOrganizationRecord(
 /** Keys revoked per pipelined batch when an organization is deleted. */
 const REVOCATION_BATCH = 500;
 
-/** Runs a pipeline or transaction and returns its replies; throws the first command's error. */
-async function execOrThrow(batch: ChainableCommander): Promise<unknown[]> {
-  const replies = (await batch.exec()) ?? [];
-  return replies.map(([err, reply]) => {
-    if (err) throw err;
-    return reply;
-  });
-}
-
 function toOrganization(id: string, hash: Record<string, string>): Organization | null {
   if (hash.name === undefined) return null;
   return {
@@ -496,6 +556,7 @@ function toOrganization(id: string, hash: Record<string, string>): Organization 
     },
     credit: roundUsd(Number(hash.credit ?? 0)),
     created: Number(hash.created ?? 0),
+    sessionLimits: parseSessionLimits(hash),
   };
 }
 

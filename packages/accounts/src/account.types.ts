@@ -5,6 +5,22 @@ export interface Budgets {
   output_tokens: number;
 }
 
+/**
+ * The organization's limits on the session service, which enforces them; null = the session
+ * service's configured default (`ORG_MAX_SESSIONS`, `ORG_MAX_RUNNING_TURNS`,
+ * `ORG_MAX_WAITING_TURNS`, `ORG_TURN_WEIGHT`). Bounds: SESSION_LIMIT_BOUNDS.
+ */
+export interface SessionLimits {
+  /** Sessions the organization may hold at once. */
+  sessions: number | null;
+  /** Its turns running at once; more wait without holding an agent process. */
+  runningTurns: number | null;
+  /** Its turns waiting at once; past it, a message is refused. */
+  waitingTurns: number | null;
+  /** Its share of dispatch while others wait too: `w` turns for every 1 of a weight-1 organization. */
+  weight: number | null;
+}
+
 /** An organization as stored. */
 export interface Organization {
   id: string;
@@ -15,6 +31,8 @@ export interface Organization {
   credit: number;
   /** Unix seconds. */
   created: number;
+  /** Limits on the session service; each null falls back to its configuration. */
+  sessionLimits: SessionLimits;
 }
 
 /** What creating an organization takes; `id` is generated when absent. */
@@ -24,13 +42,19 @@ export interface NewOrganization {
   budgets: Budgets;
   /** Initial credit in USD. */
   credit: number;
+  /** Session limits to set; a missing or null one is the session service's default. */
+  sessionLimits?: Partial<SessionLimits>;
 }
 
-/** A partial update: any of the budgets, a new name, credit added (USD, may be negative). */
+/**
+ * A partial update: any of the budgets, a new name, credit added (USD, may be negative), any of the
+ * session limits (null puts one back to the session service's default).
+ */
 export interface OrganizationUpdate {
   name?: string;
   budgets?: Partial<Budgets>;
   creditTopUp?: number;
+  sessionLimits?: Partial<SessionLimits>;
 }
 
 /**

@@ -5,6 +5,8 @@ export * from './bucket-balances';
 export * from './dev-organization';
 export * from './key-authenticator';
 export * from './lua-script';
+export * from './organization-turns';
 export * from './redis-keys';
+export * from './session-limits';
 export * from './usage';
 export * from './test-redis';

@@ -5,7 +5,11 @@
  * index are global keys, only ever read or written one at a time.
  */
 export interface AccountKeys {
-  /** Hash: name, created, budget_requests, budget_input_tokens, budget_output_tokens, credit. */
+  /**
+   * Hash: name, created, budget_requests, budget_input_tokens, budget_output_tokens, credit, and
+   * the optional session limits limit_sessions, limit_running_turns, limit_waiting_turns,
+   * turn_weight (see SESSION_LIMIT_FIELDS; absent = the session service's default).
+   */
   org(orgId: string): string;
   /** Set of the organization's key ids (revoked ones included). */
   orgKeys(orgId: string): string;

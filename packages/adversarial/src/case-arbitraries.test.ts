@@ -2,6 +2,7 @@ import * as fc from 'fast-check';
 import { caseArbitrary } from './case-arbitraries';
 import { breaksContract } from './contract-oracle';
 import { ANOTHER_ORGANIZATION, gatewayEndpoints, sessionEndpoints } from './endpoints';
+import { SESSION_LIMIT_REFUSALS } from './session-limit-refusals';
 import { encodeCase, type SendContext } from './fuzz-case';
 import { ByteString, Deep, Entries, LongString, RawToken, Repeat, toJsonBytes } from './hostile-json';
 
@@ -56,6 +57,20 @@ describe('breaksContract', () => {
     expect(breaksContract('sessions', 'POST', ['sessions', 'x', 'messages'], { webhook: { url: 'ftp://x/' } })).toBe(
       true,
     );
+  });
+});
+
+describe('SESSION_LIMIT_REFUSALS', () => {
+  it("each breaks the admin API's contract and must be refused, as the operator (issue 35)", () => {
+    for (const c of SESSION_LIMIT_REFUSALS) {
+      expect([c.endpoint, c.mustRefuse, c.headers[0]]).toEqual([
+        c.endpoint,
+        true,
+        ['Authorization', 'Bearer {adminToken}'],
+      ]);
+      const segments = c.target.split('/').slice(1);
+      expect([c.endpoint, breaksContract('gateway', c.method, segments, c.body as never)]).toEqual([c.endpoint, true]);
+    }
   });
 });
 

@@ -285,6 +285,11 @@ const WORK_PARAMETERS: Path[] = [
   ['budgets', 'requests'],
   ['credit'],
   ['credit_top_up'],
+  ['session_limits'],
+  ['session_limits', 'sessions'],
+  ['session_limits', 'running_turns'],
+  ['session_limits', 'waiting_turns'],
+  ['session_limits', 'weight'],
   ['id'],
 ];
 

@@ -80,6 +80,9 @@ const fullChatBody = (stream: boolean): JsonNode => ({
 
 const budgets = (): JsonNode => ({ requests: 1000, input_tokens: 100000, output_tokens: 100000 });
 
+/** Every session limit set (the `param` and `value` mutations then reach each one). */
+const sessionLimits = (): JsonNode => ({ sessions: 100, running_turns: 4, waiting_turns: 1000, weight: 2 });
+
 const sessionState = (): JsonNode => [
   { role: 'user', content: 'Earlier question' },
   { role: 'assistant', content: 'Earlier answer' },
@@ -207,13 +210,27 @@ export function gatewayEndpoints(): EndpointTemplate[] {
       HOSTILE_ENGINE_STREAM,
     ),
     t('gateway', 'GET', admin, 'admin'),
-    t('gateway', 'POST', admin, 'admin', { name: 'Fuzz Org', budgets: budgets(), credit: 5 }),
+    t('gateway', 'POST', admin, 'admin', {
+      name: 'Fuzz Org',
+      budgets: budgets(),
+      credit: 5,
+      session_limits: sessionLimits(),
+    }),
     t('gateway', 'GET', `${admin}/{victimOrgId}`, 'admin'),
     t('gateway', 'PATCH', `${admin}/{victimOrgId}`, 'admin', {
       name: 'Renamed',
       budgets: { requests: 50 },
       credit_top_up: 1.5,
     }),
+    t(
+      'gateway',
+      'PATCH',
+      `${admin}/{victimOrgId}`,
+      'admin',
+      { session_limits: { sessions: 100, running_turns: 4, waiting_turns: null, weight: 2 } },
+      null,
+      'PATCH /admin/v1/organizations/{id} (session limits)',
+    ),
     t('gateway', 'DELETE', `${admin}/{victimOrgId}`, 'admin'),
     t('gateway', 'GET', `${admin}/{victimOrgId}/usage`, 'admin', null, 'minutes=60'),
     t('gateway', 'POST', `${admin}/{victimOrgId}/keys`, 'admin', { name: 'fuzz key' }),
@@ -235,7 +252,7 @@ export function gatewayEndpoints(): EndpointTemplate[] {
       'PATCH',
       `${admin}/{victimOrgId}`,
       'console',
-      { name: 'Renamed in the console', credit_top_up: 0.5 },
+      { name: 'Renamed in the console', credit_top_up: 0.5, session_limits: { weight: 3, running_turns: null } },
       null,
       'PATCH /admin/v1/organizations/{id} (console)',
     ),
@@ -263,6 +280,15 @@ export function gatewayEndpoints(): EndpointTemplate[] {
       t('gateway', 'POST', admin, 'tenant', { name: 'Tenant Org', budgets: budgets(), credit: 5 }),
       t('gateway', 'GET', `${admin}/{victimOrgId}`, 'tenant'),
       t('gateway', 'PATCH', `${admin}/{victimOrgId}`, 'tenant', { name: 'Taken over' }),
+      t(
+        'gateway',
+        'PATCH',
+        `${admin}/{victimOrgId}`,
+        'tenant',
+        { session_limits: { running_turns: 1 } },
+        null,
+        'PATCH /admin/v1/organizations/{id} (session limits)',
+      ),
       t('gateway', 'DELETE', `${admin}/{victimOrgId}`, 'tenant'),
       t('gateway', 'GET', `${admin}/{victimOrgId}/usage`, 'tenant'),
       t('gateway', 'GET', `${admin}/{victimOrgId}/keys`, 'tenant'),

@@ -5,6 +5,7 @@ export { Campaign, type CampaignLimits, type Finding, type Tally } from './campa
 export { describeCase, encodeCase, type FuzzCase, type ServiceName } from './fuzz-case';
 export { ISSUE_REPRODUCTIONS } from './issue-reproductions';
 export { loadFuzzConfig, type FuzzConfig } from './fuzz-config';
+export { SESSION_LIMIT_REFUSALS } from './session-limit-refusals';
 export { judgeAnswer, type Problem } from './oracles';
 export { Platform } from './platform';
 export { sendRaw, type Outcome } from './raw-http';

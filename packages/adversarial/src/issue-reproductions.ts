@@ -1,34 +1,40 @@
 import { printable, type FuzzCase, type ServiceName } from './fuzz-case';
 import { Deep, Ref, type JsonNode } from './hostile-json';
 
-/** A valid-looking request built by hand (placeholders as in FuzzCase). */
-function request(
-  service: ServiceName,
-  name: string,
-  method: string,
-  target: string,
-  body: JsonNode | Uint8Array | null,
-  extraHeaders: Array<[string, string]> = [],
-): FuzzCase {
-  return printable({
-    service,
-    endpoint: `issue 10: ${name}`,
-    mutations: [name],
-    method,
-    target,
-    headers: [
-      ['Authorization', 'Bearer {orgKey}'],
-      ...(body !== null ? ([['Content-Type', 'application/json']] as Array<[string, string]>) : []),
-      ['Connection', 'close'],
-      ...extraHeaders,
-    ],
-    body,
-    framing: body === null ? { kind: 'none' } : { kind: 'length' },
-    head: { version: 'HTTP/1.1', lineEnd: '\r\n', host: 'normal' },
-    pick: 0,
-    mustRefuse: true,
-  });
+/**
+ * A builder of requests made by hand that must be refused (placeholders as in FuzzCase), named
+ * after the issue they come from and carrying `credential` (default the fuzz organization's key).
+ */
+export function handBuiltRefusals(issue: number, credential = '{orgKey}') {
+  return (
+    service: ServiceName,
+    name: string,
+    method: string,
+    target: string,
+    body: JsonNode | Uint8Array | null,
+    extraHeaders: Array<[string, string]> = [],
+  ): FuzzCase =>
+    printable({
+      service,
+      endpoint: `issue ${issue}: ${name}`,
+      mutations: [name],
+      method,
+      target,
+      headers: [
+        ['Authorization', `Bearer ${credential}`],
+        ...(body !== null ? ([['Content-Type', 'application/json']] as Array<[string, string]>) : []),
+        ['Connection', 'close'],
+        ...extraHeaders,
+      ],
+      body,
+      framing: body === null ? { kind: 'none' } : { kind: 'length' },
+      head: { version: 'HTTP/1.1', lineEnd: '\r\n', host: 'normal' },
+      pick: 0,
+      mustRefuse: true,
+    });
 }
+
+const request = handBuiltRefusals(10);
 
 const chat = (extra: Record<string, JsonNode>): JsonNode => ({
   model: 'tollway/sim-chat',

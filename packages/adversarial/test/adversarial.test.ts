@@ -15,6 +15,7 @@ import {
   Campaign,
   ISSUE_REPRODUCTIONS,
   Platform,
+  SESSION_LIMIT_REFUSALS,
   caseArbitrary,
   ensureBuilt,
   gatewayDeployedFlags,
@@ -63,6 +64,35 @@ describe('adversarial requests against the built gateway and session service', (
       expect(outcome.kind === 'response' ? outcome.status : outcome.kind).toBeLessThan(500);
     },
   );
+
+  it("refuses hostile session limits (issue 35) with a 4xx naming them, and changes none of the victim's", async () => {
+    const victim = async () => {
+      const { port } = platform!.gateway;
+      const res = await fetch(`http://127.0.0.1:${port}/admin/v1/organizations/${platform!.context.victimOrgId}`, {
+        headers: { authorization: `Bearer ${platform!.context.adminToken}` },
+      });
+      const org = (await res.json()) as { session_limits: unknown; name: string };
+      return { session_limits: org.session_limits, name: org.name };
+    };
+    const before = await victim();
+    const answers: string[] = [];
+    for (const c of SESSION_LIMIT_REFUSALS) {
+      const { outcome, problems } = await campaign.run(c, 'issue 35 refusal');
+      expect(report(problems)).toBe('');
+      const status = outcome.kind === 'response' ? outcome.status : 0;
+      const error =
+        outcome.kind === 'response'
+          ? (JSON.parse(outcome.body.toString('utf8')) as { error: { code: string; param: string | null } }).error
+          : null;
+      // A body the schema judged names the limit (or session_limits itself); one refused before
+      // (not JSON, too deep, too large) says so in its code.
+      const named = error?.code !== 'invalid_request' || /^session_limits(\.|$)/.test(error.param ?? '');
+      answers.push(`${c.endpoint}: ${status} ${error?.code} ${error?.param}${named ? '' : ' (param not a limit)'}`);
+      expect(status >= 400 && status < 500 && named).toBe(true);
+    }
+    process.stderr.write(`adversarial: session limits refused:\n  ${answers.join('\n  ')}\n`);
+    expect(await victim()).toEqual(before);
+  }, 120_000);
 
   describe('bad bytes after good requests on one connection (HTTP/1.1 answers in order)', () => {
     // Found by `pnpm fuzz --seed 59`: the error answer to bad bytes was written as soon as the

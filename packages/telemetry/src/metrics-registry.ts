@@ -89,25 +89,41 @@ export function isMetricsRequest(req: IncomingMessage): boolean {
   );
 }
 
+/** True for `GET /healthz` (with or without a query string). */
+function isHealthRequest(req: IncomingMessage): boolean {
+  return (
+    (req.method === 'GET' || req.method === 'HEAD') && (req.url === '/healthz' || !!req.url?.startsWith('/healthz?'))
+  );
+}
+
 /**
- * A listener of its own serving only `GET /metrics` (404 otherwise), for `METRICS_PORT`: keeps the
- * metrics off a public listener, and gives workers, which serve no other HTTP, an endpoint. It
- * has the connection limits and error answers of the main listener (createHttpServer): the
- * process's HTTP_* settings where it has them, else their defaults.
+ * A listener of its own for `METRICS_PORT`, serving `GET /metrics` and `GET /healthz` (404
+ * otherwise): keeps the metrics off a public listener, and gives workers, which serve no other
+ * HTTP, an endpoint to be scraped and probed at. `/healthz` answers 200 while the process's event
+ * loop turns (an orchestrator's liveness probe); with `registry` null (metrics turned off) it is
+ * served alone and `/metrics` is a 404, as on the main listeners. It has the connection limits and
+ * error answers of the main listener (createHttpServer): the process's HTTP_* settings where it has
+ * them, else their defaults.
  */
 export function startMetricsServer(
-  registry: Registry,
+  registry: Registry | null,
   port: number,
   host: string,
   limits: HttpLimits = DEFAULT_HTTP_LIMITS,
 ): Promise<Server> {
   const server = createHttpServer((req, res) => {
-    if (isMetricsRequest(req)) {
+    if (registry && isMetricsRequest(req)) {
       void writeMetrics(registry, res);
       return;
     }
     req.resume();
-    writeErrorEnvelope(res, 404, 'not_found', 'Not found: this listener serves GET /metrics only.');
+    if (isHealthRequest(req)) {
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+      res.end(JSON.stringify({ status: 'ok' }));
+      return;
+    }
+    const served = registry ? 'GET /metrics and GET /healthz' : 'GET /healthz (metrics are turned off)';
+    writeErrorEnvelope(res, 404, 'not_found', `Not found: this listener serves ${served} only.`);
   }, limits);
   return new Promise((resolve, reject) => {
     server.once('error', reject);

@@ -25,16 +25,32 @@ afterAll(() => {
 });
 
 describe('startMetricsServer', () => {
-  it('serves GET /metrics and 404 elsewhere', async () => {
+  it('serves GET /metrics, GET /healthz and 404 elsewhere', async () => {
     const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
     expect(metrics.status).toBe(200);
     expect(await metrics.text()).toContain('service="test"');
+    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+    expect([health.status, health.headers.get('cache-control'), await health.json()]).toEqual([
+      200,
+      'no-store',
+      { status: 'ok' },
+    ]);
+    // Only GET and HEAD of the exact path: no prefix or other method reaches either answer.
+    for (const [method, path] of [
+      ['POST', '/healthz'],
+      ['GET', '/healthzz'],
+      ['DELETE', '/metrics'],
+    ] as const) {
+      const refused = await fetch(`http://127.0.0.1:${port}${path}`, { method, body: method === 'POST' ? 'x' : null });
+      expect([method, path, refused.status]).toEqual([method, path, 404]);
+      await refused.arrayBuffer();
+    }
     const other = await fetch(`http://127.0.0.1:${port}/other`, { method: 'POST', body: 'x' });
     expect(other.status).toBe(404);
     expect(other.headers.get('content-type')).toMatch(/^application\/json/);
     expect(await other.json()).toEqual({
       error: {
-        message: expect.stringContaining('GET /metrics only'),
+        message: expect.stringContaining('GET /metrics and GET /healthz only'),
         type: 'invalid_request_error',
         param: null,
         code: 'not_found',
@@ -59,5 +75,20 @@ describe('startMetricsServer', () => {
     const exchange = await rawExchange(port, [flood]);
     expect(exchange.ended).toBe('closed');
     expect((exchange.text.match(/HTTP\/1\.1 200/g) ?? []).length).toBeLessThanOrEqual(16);
+  });
+
+  it('serves /healthz alone when metrics are turned off (a worker probed at METRICS_PORT)', async () => {
+    const bare = await startMetricsServer(null, 0, '127.0.0.1');
+    try {
+      const base = `http://127.0.0.1:${(bare.address() as AddressInfo).port}`;
+      expect((await fetch(`${base}/healthz?probe=1`)).status).toBe(200);
+      const metrics = await fetch(`${base}/metrics`);
+      expect(metrics.status).toBe(404);
+      expect(await metrics.json()).toMatchObject({
+        error: { code: 'not_found', message: expect.stringContaining('metrics are turned off') },
+      });
+    } finally {
+      bare.close();
+    }
   });
 });

@@ -20,11 +20,12 @@ import { healthRouter, type WorkerStatsReader } from './api/health.route';
 import { messagesRouter } from './api/messages.route';
 import { eventsRouter } from './api/events.route';
 import type { EventReaderHub } from './streaming/event-reader-hub';
-import type { TurnQueue } from './api/route-deps';
 import { sessionErrors } from './api/session-errors';
 import { sessionsRouter } from './api/sessions.route';
 import type { SessionEventHub } from './store/session-event-hub';
+import type { OrganizationLimitsSource } from './store/organization-limits';
 import type { SessionStore } from './store/session-store';
+import type { TurnNotifier } from './webhooks/turn-notifier';
 import { requestTelemetry } from './observability/request-telemetry.middleware';
 import { writeMetrics } from '@tollway/telemetry';
 import type { Registry } from 'prom-client';
@@ -38,7 +39,10 @@ export interface AppDeps {
   hub: SessionEventHub;
   /** Serves `GET /sessions/{id}/events` and sends answered as streams; started. Absent: neither is served. */
   events?: EventReaderHub | null;
-  turnQueue: TurnQueue;
+  /** Each organization's session limits. */
+  limits: OrganizationLimitsSource;
+  /** Sends the cancellation callback of a waiting turn whose session is deleted; null or absent = none. */
+  notifier?: TurnNotifier | null;
   /** Null turns authentication off (`--no-auth`): every caller is org null. */
   authenticator: OrgAuthenticator | null;
   workerStats: WorkerStatsReader;
@@ -109,6 +113,7 @@ export function buildApp(deps: AppDeps): Express {
   const routeDeps = {
     ...deps,
     events: deps.events ?? null,
+    notifier: deps.notifier ?? null,
     clock: deps.clock ?? Date.now,
     maxHistoryBytes: deps.maxHistoryBytes ?? DEFAULT_MAX_HISTORY_BYTES,
   };

@@ -80,6 +80,14 @@ const apiSchema = z.object({
   eventsReaderBufferBytes: z.coerce.number().int().min(16_384).default(1_048_576),
   /** Event streams one organization may hold open on one API process; default 1000. More get 429. */
   eventsMaxStreamsPerOrg: z.coerce.number().int().min(1).default(1000),
+  /** Sessions one organization may hold unless its record sets its own; default 0 = only `maxSessions` applies. */
+  orgMaxSessions: z.coerce.number().int().min(0).max(1_000_000_000).default(0),
+  /** Turns one organization may have executing at once unless its record sets its own; default 0 = no cap. */
+  orgMaxRunningTurns: z.coerce.number().int().min(0).max(1_000_000).default(0),
+  /** Turns one organization may have waiting unless its record sets its own; default 0 = no limit. */
+  orgMaxWaitingTurns: z.coerce.number().int().min(0).max(1_000_000_000).default(0),
+  /** An organization's share of the workers when several wait, unless its record sets its own; default 1. */
+  orgTurnWeight: z.coerce.number().int().min(1).max(1000).default(1),
   ...HTTP_LIMIT_FIELDS,
 });
 
@@ -100,6 +108,10 @@ const apiSources = {
   eventsHeartbeatMs: { env: 'SESSION_EVENTS_HEARTBEAT_MS' },
   eventsReaderBufferBytes: { env: 'SESSION_EVENTS_READER_BUFFER_BYTES' },
   eventsMaxStreamsPerOrg: { env: 'SESSION_EVENTS_MAX_STREAMS_PER_ORG' },
+  orgMaxSessions: { env: 'ORG_MAX_SESSIONS', flag: 'org-max-sessions' },
+  orgMaxRunningTurns: { env: 'ORG_MAX_RUNNING_TURNS', flag: 'org-max-running-turns' },
+  orgMaxWaitingTurns: { env: 'ORG_MAX_WAITING_TURNS', flag: 'org-max-waiting-turns' },
+  orgTurnWeight: { env: 'ORG_TURN_WEIGHT', flag: 'org-turn-weight' },
   ...HTTP_LIMIT_SOURCES,
 } satisfies Record<keyof z.infer<typeof apiSchema>, ConfigSource>;
 
@@ -127,6 +139,11 @@ export interface ApiConfig extends HttpLimits, TelemetryConfig {
   eventsHeartbeatMs: number;
   eventsReaderBufferBytes: number;
   eventsMaxStreamsPerOrg: number;
+  /** Per-organization defaults (0 = none); an organization's record may set its own. */
+  orgMaxSessions: number;
+  orgMaxRunningTurns: number;
+  orgMaxWaitingTurns: number;
+  orgTurnWeight: number;
 }
 
 /** Parses the API's flags and environment once; throws a ConfigError naming a bad value. */

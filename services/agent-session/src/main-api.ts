@@ -16,8 +16,10 @@ import { SessionStore } from './store/session-store';
 import { EventReaderHub } from './streaming/event-reader-hub';
 import { startSessionSweeper } from './store/session-sweeper';
 import { startOrganizationPurge } from './store/organization-purge';
-import { TurnQueueProducer } from './store/turn-queue';
-import { startTurnReaper } from './worker/start-reaper';
+import { endTurnsLostInUpgrade } from './store/legacy-upgrade';
+import { OrganizationLimits } from './store/organization-limits';
+import { TurnScheduler } from './store/turn-scheduler';
+import { createTurnNotifier, startTurnReaper } from './worker/start-reaper';
 import { startWorker } from './worker/start-worker';
 import { readWorkerStats } from './worker/worker-registry';
 import { loadWorkerConfig } from './worker-config';
@@ -42,7 +44,6 @@ async function main(): Promise<void> {
   // One subscriber connection per process serves every long-poll, the key-revocation channel and
   // the organization-change channel (the purge of deleted organizations' sessions).
   const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
-  const queueConnection = createRedis(config.redisUrl, { name: 'agent-session:queue', failFast: true });
   // The session event streams' one blocking read (XREAD BLOCK holds its connection). A read the
   // connection lost is not sent again: the hub reads again, from its own cursors.
   const eventReader = createRedis(config.redisUrl, {
@@ -53,6 +54,13 @@ async function main(): Promise<void> {
 
   const eventLog = { maxEntries: config.eventLogMaxEntries, retentionMs: config.eventLogRetentionMs };
   const store = new SessionStore({ redis, prefix: config.redisPrefix, eventLog });
+  // Sessions an earlier build left running on a queue this one does not read; in the background,
+  // tried again while Redis does not answer, so a start with Redis away still serves (503s).
+  const upgrade = () =>
+    endTurnsLostInUpgrade(redis, store, config.redisPrefix, logger).catch(() => {
+      setTimeout(upgrade, 5000).unref();
+    });
+  void upgrade();
   const hub = new SessionEventHub(subscriber, config.redisPrefix);
   await hub.start();
   const events = new EventReaderHub({
@@ -70,7 +78,31 @@ async function main(): Promise<void> {
     : null;
   await authenticator?.ready();
   if (!authenticator) logger.warn('authentication is off (--no-auth): every caller shares the org-less sessions');
-  const turnQueue = new TurnQueueProducer(queueConnection, config.redisPrefix);
+  const limits = new OrganizationLimits({
+    redis,
+    prefix: config.redisPrefix,
+    subscriber: authenticator ? subscriber : undefined,
+    defaults: {
+      maxSessions: config.orgMaxSessions,
+      maxRunningTurns: config.orgMaxRunningTurns,
+      maxWaitingTurns: config.orgMaxWaitingTurns,
+      weight: config.orgTurnWeight,
+    },
+  });
+  await limits.start();
+  const scheduler = new TurnScheduler(redis, config.redisPrefix, undefined, eventLog);
+  // Quickstart: one worker in this process, configured from the same environment (the API's flags
+  // are not the worker's, so only the shared Redis and log settings are carried over from them).
+  const workerConfig = {
+    ...loadWorkerConfig({ argv: [] }),
+    redisUrl: config.redisUrl,
+    redisPrefix: config.redisPrefix,
+    logLevel: config.logLevel,
+  };
+  const registry = config.metricsEnabled ? createMetricsRegistry('agent-session-api') : null;
+  const workerMetrics = registry ? new WorkerMetrics(registry) : null;
+  // Deleting a session whose turn still waits cancels it here: its callback is sent by this process.
+  const notifier = createTurnNotifier(workerConfig, logger, workerMetrics);
   const sweeper =
     config.ttlSeconds > 0 ? startSessionSweeper(store, config.ttlSeconds * 1000, config.sweepIntervalMs, logger) : null;
   // Sessions belong to organizations only with auth; a deleted organization's go with it.
@@ -82,16 +114,16 @@ async function main(): Promise<void> {
         prefix: config.redisPrefix,
         reconcileIntervalMs: DELETED_ORGANIZATIONS_RECONCILE_MS,
         logger,
+        notifier,
       })
     : null;
 
-  const registry = config.metricsEnabled ? createMetricsRegistry('agent-session-api') : null;
   if (registry) {
     // The store's, the registry's and the key authenticator's Lua scripts, by script name.
     countScriptCalls(registry);
     registerApiMetrics(registry, {
       sessionsByStatus: () => store.countByStatus(),
-      queueCounts: () => turnQueue.counts(),
+      queueCounts: () => scheduler.counts(),
       workerStats: () => readWorkerStats(redis, config.redisPrefix),
       longPollWaiters: () => hub.size,
       eventStreams: () => events.size,
@@ -106,7 +138,8 @@ async function main(): Promise<void> {
     store,
     hub,
     events,
-    turnQueue,
+    limits,
+    notifier,
     authenticator,
     workerStats: () => readWorkerStats(redis, config.redisPrefix),
     logger,
@@ -117,21 +150,14 @@ async function main(): Promise<void> {
     maxJsonDepth: config.maxJsonDepth,
     httpLimits: config,
   });
-  // Quickstart: one worker in this process, configured from the same environment (the API's flags
-  // are not the worker's, so only the shared Redis and log settings are carried over from them).
-  const workerConfig = {
-    ...loadWorkerConfig({ argv: [] }),
-    redisUrl: config.redisUrl,
-    redisPrefix: config.redisPrefix,
-    logLevel: config.logLevel,
-  };
-  const workerMetrics = registry ? new WorkerMetrics(registry) : null;
   const worker = config.embeddedWorker
     ? await startWorker(workerConfig, { logger, metrics: workerMetrics, tracer: tracing?.tracer })
     : null;
   // Without a worker of its own the API still reaps: if the only worker dies, its turns end in
   // `error` within seconds instead of staying `running` until some worker starts again.
-  const reaper = worker ? null : startTurnReaper(workerConfig, { redis, store, logger, metrics: workerMetrics });
+  const reaper = worker
+    ? null
+    : startTurnReaper(workerConfig, { redis, store, logger, notifier, metrics: workerMetrics });
   const metricsServer =
     registry && config.metricsPort !== undefined
       ? await startMetricsServer(registry, config.metricsPort, config.metricsHost, config)
@@ -170,12 +196,10 @@ async function main(): Promise<void> {
     { name: 'reaper', run: () => reaper?.stop() },
     { name: 'sweeper', run: () => sweeper?.stop() },
     { name: 'organization purge', run: () => purge?.stop() },
-    { name: 'queue', run: () => turnQueue.close() },
+    { name: 'webhooks', run: () => notifier.drain() },
     { name: 'auth', run: () => authenticator?.close() },
-    {
-      name: 'redis',
-      run: () => Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit(), eventReader.quit()]),
-    },
+    { name: 'limits', run: () => limits.close() },
+    { name: 'redis', run: () => Promise.all([redis.quit(), subscriber.quit(), eventReader.quit()]) },
     { name: 'tracing', run: () => tracing?.shutdown() },
   ]);
 }

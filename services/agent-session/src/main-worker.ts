@@ -6,7 +6,8 @@ import { loadWorkerConfig } from './worker-config';
 
 /**
  * Entry point of a worker process (`pnpm --filter @tollway/agent-session worker`). It serves no
- * HTTP but its metrics, on METRICS_PORT when set.
+ * HTTP but its metrics and a liveness check (`/healthz`), on METRICS_PORT when set: the check
+ * is served there with metrics turned off too, since orchestrators probe it.
  */
 async function main(): Promise<void> {
   const config = loadWorkerConfig();
@@ -19,7 +20,7 @@ async function main(): Promise<void> {
   if (registry) countScriptCalls(registry);
   const worker = await startWorker(config, { logger, metrics, tracer: tracing?.tracer });
   const metricsServer =
-    registry && config.metricsPort !== undefined
+    config.metricsPort !== undefined
       ? await startMetricsServer(registry, config.metricsPort, config.metricsHost)
       : null;
   if (metricsServer) logger.info('worker metrics listening', { address: metricsServer.address() });

@@ -8,17 +8,21 @@ describe('loadWorkerConfig: durations', () => {
     expect(config.turnTimeoutMs).toBe(600_000);
     expect(config.reaperIntervalMs).toBe(1000);
     expect(config.webhookTimeoutMs).toBe(10_000);
+    expect(config.shutdownGraceMs).toBe(5000);
   });
 
   // Node runs a longer timer after 1 ms: a 35-day turn timeout failed every turn at once, and a
   // 35-day reaper interval ran the reaper every millisecond.
-  it.each(['TURN_TIMEOUT_MS', 'REAPER_INTERVAL_MS', 'GATEWAY_TIMEOUT_MS', 'WEBHOOK_TIMEOUT_MS'])(
-    '%s takes the longest delay a timer waits and refuses one ms more, naming the variable',
-    (name) => {
-      expect(() => load({ [name]: '2147483647' })).not.toThrow();
-      expect(() => load({ [name]: '3000000000' })).toThrow(new RegExp(`${name}: must be at most 2147483647 ms`));
-    },
-  );
+  it.each([
+    'TURN_TIMEOUT_MS',
+    'REAPER_INTERVAL_MS',
+    'GATEWAY_TIMEOUT_MS',
+    'WEBHOOK_TIMEOUT_MS',
+    'WORKER_SHUTDOWN_GRACE_MS',
+  ])('%s takes the longest delay a timer waits and refuses one ms more, naming the variable', (name) => {
+    expect(() => load({ [name]: '2147483647' })).not.toThrow();
+    expect(() => load({ [name]: '3000000000' })).toThrow(new RegExp(`${name}: must be at most 2147483647 ms`));
+  });
 });
 
 describe('loadWorkerConfig: WEBHOOK_ALLOWED_HOSTS', () => {

@@ -72,14 +72,15 @@ const workerSchema = z.object({
   webhookTimeoutMs: durationMs(1).default(10_000),
   /** Adds `trace_metrics` to webhook payloads; default false. */
   tracingEnabled: envBoolean.default(false),
+  /**
+   * On SIGTERM, turns under way get this long to end before their agent processes are killed (those
+   * turns end in `error`), in ms; default 5000. Keep the orchestrator's grace period above it.
+   */
+  shutdownGraceMs: durationMs(0).default(5000),
   /** A turn running longer is killed and ends in `error`, in ms; default 600 000 (10 minutes), 0 = no limit. */
   turnTimeoutMs: durationMs(0).default(600_000),
   /** Lifetime of a worker's registration and of its turn leases without a heartbeat, in ms; default 5000. */
   leaseTtlMs: durationMs(100).default(5000),
-  /** BullMQ lock of a job being run, in ms (renewed at half); a lapsed lock fails the job, never reruns it; default 10 000. */
-  jobLockDurationMs: durationMs(100).default(10_000),
-  /** How often BullMQ looks for jobs whose lock lapsed, in ms; default 5000. */
-  stalledIntervalMs: durationMs(100).default(5000),
   /** How often the reaper looks for orphaned turns, in ms; default 1000. */
   reaperIntervalMs: durationMs(50).default(1000),
   /** Least time between two writes of one turn's events to its session's log, ms; default 50. */
@@ -102,10 +103,9 @@ const workerSources = {
   webhookAllowedHosts: { env: 'WEBHOOK_ALLOWED_HOSTS' },
   webhookTimeoutMs: { env: 'WEBHOOK_TIMEOUT_MS' },
   tracingEnabled: { env: 'TRACING_ENABLED' },
+  shutdownGraceMs: { env: 'WORKER_SHUTDOWN_GRACE_MS' },
   turnTimeoutMs: { env: 'TURN_TIMEOUT_MS' },
   leaseTtlMs: { env: 'WORKER_LEASE_TTL_MS' },
-  jobLockDurationMs: { env: 'JOB_LOCK_DURATION_MS' },
-  stalledIntervalMs: { env: 'STALLED_INTERVAL_MS' },
   reaperIntervalMs: { env: 'REAPER_INTERVAL_MS' },
   eventsFlushMs: { env: 'SESSION_EVENTS_FLUSH_MS' },
 } satisfies Record<keyof z.infer<typeof workerSchema>, ConfigSource>;

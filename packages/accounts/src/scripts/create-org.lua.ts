@@ -17,6 +17,9 @@ import { IDEMPOTENCY_RECORD_LUA } from './idempotency-record.lua';
  * ARGV[6]  credit (USD)
  * ARGV[7]  '1' to reuse a retired id (the quickstart's own `dev` organization), else ''
  * ARGV[8]  with KEYS[3]: the create's fingerprint; ARGV[9] how long the record is kept, seconds
+ *          (without KEYS[3]: '' and 0)
+ * ARGV[10…] the session limits, in pairs: field name (`limit_sessions`…), value (decimal digits,
+ *          or '' to leave the field out: the session service's default)
  * Returns  1 when created, 0 when the organization already exists (left untouched), 2 when the
  *          record holds this create (made before: nothing changed now), 3 when it holds another
  *          request, 4 when the id is retired.
@@ -31,6 +34,9 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
 end
 redis.call('HSET', KEYS[1], 'name', ARGV[1], 'created', ARGV[2], 'budget_requests', ARGV[3],
   'budget_input_tokens', ARGV[4], 'budget_output_tokens', ARGV[5], 'credit', ARGV[6])
+for i = 10, #ARGV, 2 do
+  if ARGV[i + 1] ~= '' then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
 if KEYS[3] then redis.call('SET', KEYS[3], ARGV[8], 'EX', ARGV[9]) end
 return 1
 `;

@@ -15,6 +15,8 @@ import { IDEMPOTENCY_RECORD_LUA } from './idempotency-record.lua';
  * ARGV[6]  with KEYS[2]: the update's fingerprint; ARGV[7] how long the record is kept, seconds
  * ARGV[8]  the largest credit balance either way (CREDIT_LIMIT): a top-up that would take the
  *          balance past it changes nothing
+ * ARGV[9…] the session limits, in pairs: field name (`limit_sessions`…), value: decimal digits to
+ *          set it, 'default' to remove the field (back to the session service's default), '' keeps
  * Returns  1 when updated, 0 when there is no such organization, 2 when the record holds this
  *          update (applied before: nothing changed now), 3 when it holds another update, 4 when the
  *          top-up would take the credit past ±ARGV[8] (nothing changed, no record written).
@@ -33,5 +35,10 @@ if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'budget_requests', ARGV[2]) en
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'budget_input_tokens', ARGV[3]) end
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'budget_output_tokens', ARGV[4]) end
 if ARGV[5] ~= '' then redis.call('HINCRBYFLOAT', KEYS[1], 'credit', ARGV[5]) end
+for i = 9, #ARGV, 2 do
+  local value = ARGV[i + 1]
+  if value == 'default' then redis.call('HDEL', KEYS[1], ARGV[i])
+  elseif value ~= '' then redis.call('HSET', KEYS[1], ARGV[i], value) end
+end
 return 1
 `;

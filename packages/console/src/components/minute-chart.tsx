@@ -1,5 +1,6 @@
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
+import { formatAxisCount } from '../format';
 
 /** One line of a chart. */
 export interface ChartSeries {
@@ -29,7 +30,7 @@ export function MinuteChart(props: { title: string; summary: string; minutes: nu
           {},
           ...props.series.map((s) => ({ label: s.label, stroke: s.stroke, width: 2, points: { show: false } })),
         ],
-        axes: [{}, { size: 60 }],
+        axes: [{}, { size: 60, values: (_u, splits) => splits.map(formatAxisCount) }],
         scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
         legend: { show: false },
         cursor: { drag: { x: false, y: false } },

@@ -14,6 +14,7 @@ import { useResource } from '../use-resource';
 export function KeysPage(props: { orgId: string; operator: boolean; heading: RefObject<HTMLHeadingElement> }) {
   const { orgId } = props;
   const keys = useResource(() => api.keys(orgId), [orgId]);
+  const org = useResource(() => api.organization(orgId), [orgId]);
   const [created, setCreated] = useState<CreatedApiKey | null>(null);
   const [revoking, setRevoking] = useState<ApiKey | null>(null);
   const [busy, setBusy] = useState(false);
@@ -36,7 +37,7 @@ export function KeysPage(props: { orgId: string; operator: boolean; heading: Ref
 
   return (
     <>
-      <OrgHeading orgId={orgId} page="keys" operator={props.operator} heading={props.heading} />
+      <OrgHeading org={org} orgId={orgId} page="keys" operator={props.operator} heading={props.heading} />
       {created ? (
         <NewKeySecret created={created} onDone={() => setCreated(null)} />
       ) : (

@@ -1,16 +1,20 @@
+import type { Organization } from '@tollway/contracts';
 import type { RefObject } from 'preact';
-import { api } from '../api';
 import { href } from '../router';
-import { useResource } from '../use-resource';
+import type { Resource } from '../use-resource';
 
-/** The heading of an organization's pages, with its name and links between its keys and usage. */
+/**
+ * The heading of an organization's pages, with its name and links between its keys and usage.
+ * The page loads the organization (the usage page refreshes it for its live counts).
+ */
 export function OrgHeading(props: {
+  org: Resource<Organization>;
   orgId: string;
   page: 'keys' | 'usage';
   operator: boolean;
   heading: RefObject<HTMLHeadingElement>;
 }) {
-  const org = useResource(() => api.organization(props.orgId), [props.orgId]);
+  const { org } = props;
   const title = props.page === 'keys' ? 'API keys' : 'Usage';
   return (
     <>

@@ -11,6 +11,13 @@ import {
   validate,
   type FieldErrors,
 } from '../components/form';
+import {
+  SESSION_LIMIT_FIELDS,
+  SessionLimitFields,
+  sessionLimitsBody,
+  sessionLimitValues,
+  type SessionLimitValues,
+} from '../components/session-limits';
 import { formatUsd } from '../format';
 
 /** Sends an UpdateOrganizationRequest checked with the API's schema; errors land on their field. */
@@ -33,7 +40,10 @@ function useUpdate(org: Organization, fields: readonly string[], onSaved: (org: 
   return { errors, busy, save };
 }
 
-/** Edits an organization's name and per-minute budgets. */
+/**
+ * Edits an organization's name, per-minute budgets and session limits (operator-only: the session
+ * service enforces the limits; an empty one is its default).
+ */
 export function BudgetsDialog(props: { org: Organization; onClose: () => void; onSaved: (org: Organization) => void }) {
   const { org } = props;
   const [values, setValues] = useState({
@@ -42,9 +52,11 @@ export function BudgetsDialog(props: { org: Organization; onClose: () => void; o
     input: String(org.budgets.input_tokens),
     output: String(org.budgets.output_tokens),
   });
-  const fields = ['name', 'budgets.requests', 'budgets.input_tokens', 'budgets.output_tokens'];
+  const [limits, setLimits] = useState(sessionLimitValues(org.session_limits));
+  const fields = ['name', 'budgets.requests', 'budgets.input_tokens', 'budgets.output_tokens', ...SESSION_LIMIT_FIELDS];
   const { errors, busy, save } = useUpdate(org, fields, props.onSaved);
   const set = (field: keyof typeof values) => (value: string) => setValues({ ...values, [field]: value });
+  const setLimit = (field: keyof SessionLimitValues) => (value: string) => setLimits({ ...limits, [field]: value });
   const submit = (event: Event) => {
     event.preventDefault();
     void save({
@@ -54,20 +66,22 @@ export function BudgetsDialog(props: { org: Organization; onClose: () => void; o
         input_tokens: numberValue(values.input),
         output_tokens: numberValue(values.output),
       },
+      session_limits: sessionLimitsBody(limits),
     });
   };
   return (
-    <Dialog title="Edit budgets" onClose={props.onClose}>
+    <Dialog title="Edit budgets and limits" onClose={props.onClose}>
       <form onSubmit={submit} noValidate>
         <Field id="edit-name" label="Name" value={values.name} onValue={set('name')} error={errors.name} />
         <BudgetFields idPrefix="edit-" values={values} set={set} errors={errors} />
-        <FormError message={errors._form} />
+        <SessionLimitFields values={limits} set={setLimit} errors={errors} />
+        <FormError message={errors._form ?? errors.session_limits} />
         <div class="actions">
           <button type="button" class="secondary" onClick={props.onClose} disabled={busy}>
             Cancel
           </button>
           <button type="submit" disabled={busy}>
-            {busy ? 'Saving…' : 'Save budgets'}
+            {busy ? 'Saving…' : 'Save'}
           </button>
         </div>
       </form>

@@ -14,6 +14,7 @@ import {
   type FieldErrors,
 } from '../components/form';
 import { Empty, ErrorNote, Loading, TableWrap } from '../components/status';
+import { limitText } from '../components/session-limits';
 import { formatInteger, formatTime, formatUsd } from '../format';
 import { href } from '../router';
 import { useResource } from '../use-resource';
@@ -21,7 +22,10 @@ import { BudgetsDialog, TopUpDialog } from './organization-dialogs';
 
 type Action = { kind: 'budgets' | 'top-up' | 'delete'; org: Organization } | null;
 
-/** Operators: every organization with budgets, balances and credit; create, edit, top up, delete. */
+/**
+ * Operators: every organization with budgets, balances, credit, and its sessions and turns against
+ * its session limits; create, edit (budgets and limits), top up, delete.
+ */
 export function OrganizationsPage({ heading }: { heading: RefObject<HTMLHeadingElement> }) {
   const orgs = useResource(() => api.organizations(), []);
   const [action, setAction] = useState<Action>(null);
@@ -69,6 +73,8 @@ export function OrganizationsPage({ heading }: { heading: RefObject<HTMLHeadingE
                 <th scope="col">Input tokens / min</th>
                 <th scope="col">Output tokens / min</th>
                 <th scope="col">Credit</th>
+                <th scope="col">Sessions</th>
+                <th scope="col">Turns</th>
                 <th scope="col">Actions</th>
               </tr>
             </thead>
@@ -88,6 +94,7 @@ export function OrganizationsPage({ heading }: { heading: RefObject<HTMLHeadingE
                     </td>
                   ))}
                   <td class={org.credit <= 0 ? 'negative' : undefined}>{formatUsd(org.credit)}</td>
+                  <SessionCells org={org} />
                   <td>
                     <div class="row-actions">
                       <a href={href({ page: 'keys', orgId: org.id })} aria-label={`Keys of ${org.name}`}>
@@ -99,10 +106,10 @@ export function OrganizationsPage({ heading }: { heading: RefObject<HTMLHeadingE
                       <button
                         type="button"
                         class="secondary"
-                        aria-label={`Edit budgets of ${org.name}`}
+                        aria-label={`Edit budgets and limits of ${org.name}`}
                         onClick={() => setAction({ kind: 'budgets', org })}
                       >
-                        Budgets
+                        Budgets and limits
                       </button>
                       <button
                         type="button"
@@ -129,7 +136,11 @@ export function OrganizationsPage({ heading }: { heading: RefObject<HTMLHeadingE
         </TableWrap>
       )}
       {action?.kind === 'budgets' && (
-        <BudgetsDialog org={action.org} onClose={close} onSaved={() => done(`Budgets of ${action.org.name} saved`)} />
+        <BudgetsDialog
+          org={action.org}
+          onClose={close}
+          onSaved={() => done(`Budgets and limits of ${action.org.name} saved`)}
+        />
       )}
       {action?.kind === 'top-up' && (
         <TopUpDialog
@@ -153,6 +164,26 @@ export function OrganizationsPage({ heading }: { heading: RefObject<HTMLHeadingE
           </p>
         </ConfirmDialog>
       )}
+    </>
+  );
+}
+
+/** An organization's sessions and turns now, each against its limit ("service default" when null). */
+function SessionCells({ org }: { org: Organization }) {
+  const { turns, session_limits: limits } = org;
+  const count = (value: number | undefined) => (value === undefined ? '—' : formatInteger(value));
+  return (
+    <>
+      <td>
+        {count(turns?.sessions)} held
+        <span class="sub">limit {limitText(limits.sessions)}</span>
+      </td>
+      <td>
+        {count(turns?.running)} running, {count(turns?.waiting)} waiting
+        <span class="sub">running limit {limitText(limits.running_turns)}</span>
+        <span class="sub">waiting limit {limitText(limits.waiting_turns)}</span>
+        <span class="sub">weight {limitText(limits.weight)}</span>
+      </td>
     </>
   );
 }

@@ -2,6 +2,7 @@ import type { OrganizationUsage } from '@tollway/contracts';
 import type { RefObject } from 'preact';
 import { api } from '../api';
 import { MinuteChart } from '../components/minute-chart';
+import { SessionsPanel } from '../components/session-limits';
 import { Empty, ErrorNote, Loading, TableWrap } from '../components/status';
 import { formatInteger, formatTime, formatUsd } from '../format';
 import { OrgHeading } from './org-heading';
@@ -13,9 +14,12 @@ const REFRESH_MS = 5000;
 /** An organization's last hour: requests and tokens per minute as charts, spend per model as a table. */
 export function UsagePage(props: { orgId: string; operator: boolean; heading: RefObject<HTMLHeadingElement> }) {
   const usage = useResource(() => api.usage(props.orgId), [props.orgId], REFRESH_MS);
+  // The organization, for its heading and its live sessions and turns, refreshed with the usage.
+  const org = useResource(() => api.organization(props.orgId), [props.orgId], REFRESH_MS);
   return (
     <>
-      <OrgHeading orgId={props.orgId} page="usage" operator={props.operator} heading={props.heading} />
+      <OrgHeading org={org} orgId={props.orgId} page="usage" operator={props.operator} heading={props.heading} />
+      {org.data && <SessionsPanel org={org.data} />}
       <p class="hint">
         The last hour, per minute; refreshed every {REFRESH_MS / 1000} seconds while this page is open.
       </p>

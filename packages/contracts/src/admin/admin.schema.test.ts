@@ -71,3 +71,47 @@ describe('DisplayName (organization and key names)', () => {
     expect(CreateApiKeyRequest.safeParse({ name: 'k' }).success).toBe(true);
   });
 });
+
+describe('session limits', () => {
+  const org = { name: 'Acme', budgets: { requests: 1, input_tokens: 1, output_tokens: 1 } };
+  const paramOf = (result: { success: boolean; error?: { issues: Array<{ path: PropertyKey[] }> } }) =>
+    result.error?.issues[0]?.path.join('.');
+
+  it('are optional on create, any subset (null = the default), and count as a field given on update', () => {
+    expect(CreateOrganizationRequest.parse(org).session_limits).toBeUndefined();
+    const limits = { sessions: 1_000_000_000, running_turns: 1_000_000, waiting_turns: 1, weight: null };
+    expect(CreateOrganizationRequest.parse({ ...org, session_limits: limits }).session_limits).toEqual(limits);
+    expect(UpdateOrganizationRequest.parse({ session_limits: { weight: 1000 } })).toEqual({
+      session_limits: { weight: 1000 },
+    });
+    expect(UpdateOrganizationRequest.parse({ session_limits: { running_turns: null } })).toEqual({
+      session_limits: { running_turns: null },
+    });
+    expect(UpdateOrganizationRequest.safeParse({ session_limits: {} }).success).toBe(true);
+    expect(UpdateOrganizationRequest.safeParse({}).success).toBe(false);
+  });
+
+  it.each([
+    [{ sessions: 0 }, 'session_limits.sessions'],
+    [{ sessions: 1_000_000_001 }, 'session_limits.sessions'],
+    [{ running_turns: 1_000_001 }, 'session_limits.running_turns'],
+    [{ waiting_turns: 1_000_000_001 }, 'session_limits.waiting_turns'],
+    [{ weight: 1001 }, 'session_limits.weight'],
+    [{ weight: 0 }, 'session_limits.weight'],
+    [{ weight: -1 }, 'session_limits.weight'],
+    [{ weight: 1.5 }, 'session_limits.weight'],
+    [{ weight: 1e308 }, 'session_limits.weight'],
+    [{ weight: '3' }, 'session_limits.weight'],
+    [{ weight: true }, 'session_limits.weight'],
+    [{ weight: [3] }, 'session_limits.weight'],
+    [{ weight: { value: 3 } }, 'session_limits.weight'],
+    [{ sessions: 2 ** 53 + 1 }, 'session_limits.sessions'],
+    [{ wieght: 3 }, 'session_limits'],
+    [null, 'session_limits'],
+    [[], 'session_limits'],
+    ['default', 'session_limits'],
+  ])('refuses %p at %s, on create and update', (limits, param) => {
+    expect(paramOf(CreateOrganizationRequest.safeParse({ ...org, session_limits: limits }))).toBe(param);
+    expect(paramOf(UpdateOrganizationRequest.safeParse({ session_limits: limits }))).toBe(param);
+  });
+});

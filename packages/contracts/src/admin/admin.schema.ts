@@ -69,6 +69,33 @@ export const DisplayName = z
   })
   .refine((name) => !LONE_SURROGATE.test(name), { message: 'must be well-formed Unicode (no lone surrogates)' });
 
+/** A session limit: an integer from 1 to `max`, or null for the session service's configured default. */
+const sessionLimit = (max: number) => z.number().int().min(1).max(max).nullable();
+
+/**
+ * The organization's limits on the session service, which enforces them; each null falls back to
+ * the session service's configuration (`ORG_MAX_SESSIONS`, `ORG_MAX_RUNNING_TURNS`,
+ * `ORG_MAX_WAITING_TURNS`, `ORG_TURN_WEIGHT`). The bounds are @tollway/accounts' SESSION_LIMIT_BOUNDS.
+ */
+export const SessionLimits = z.object({
+  /** Sessions held at once, 1-10^9. */
+  sessions: sessionLimit(1_000_000_000),
+  /** Turns running at once, 1-10^6; more wait without holding an agent process. */
+  running_turns: sessionLimit(1_000_000),
+  /** Turns waiting at once, 1-10^9; past it, a message is refused (429). */
+  waiting_turns: sessionLimit(1_000_000_000),
+  /** Share of dispatch while other organizations have turns waiting, 1-1000: `w` turns for every 1 of weight 1. */
+  weight: sessionLimit(1000),
+});
+export type SessionLimits = z.infer<typeof SessionLimits>;
+
+/**
+ * Session limits as a create or update gives them: any subset (strict: a misspelt limit is refused,
+ * not ignored); null puts one back to the default.
+ */
+export const SessionLimitsUpdate = z.strictObject(SessionLimits.shape).partial();
+export type SessionLimitsUpdate = z.infer<typeof SessionLimitsUpdate>;
+
 /** Body of `POST /admin/v1/organizations`; `id` is generated when absent. */
 export const CreateOrganizationRequest = z.strictObject({
   id: OrganizationId.optional(),
@@ -76,20 +103,29 @@ export const CreateOrganizationRequest = z.strictObject({
   budgets: Budgets,
   /** Initial credit, USD. */
   credit: z.number().min(0).max(1e12).default(0),
+  /** Limits on the session service; a missing or null one is its default. */
+  session_limits: SessionLimitsUpdate.optional(),
 });
 export type CreateOrganizationRequest = z.infer<typeof CreateOrganizationRequest>;
 
-/** Body of `PATCH /admin/v1/organizations/{org_id}`: any of name, budgets, credit top-up. */
+/** Body of `PATCH /admin/v1/organizations/{org_id}`: any of name, budgets, credit top-up, session limits. */
 export const UpdateOrganizationRequest = z
   .strictObject({
     name: DisplayName.optional(),
     budgets: Budgets.partial().optional(),
     /** USD added to the balance; negative to correct it. */
     credit_top_up: z.number().min(-1e12).max(1e12).optional(),
+    /** Any of the session limits; null puts one back to the session service's default. */
+    session_limits: SessionLimitsUpdate.optional(),
   })
-  .refine((body) => body.name !== undefined || body.budgets !== undefined || body.credit_top_up !== undefined, {
-    message: 'give at least one of name, budgets, credit_top_up',
-  });
+  .refine(
+    (body) =>
+      body.name !== undefined ||
+      body.budgets !== undefined ||
+      body.credit_top_up !== undefined ||
+      body.session_limits !== undefined,
+    { message: 'give at least one of name, budgets, credit_top_up, session_limits' },
+  );
 export type UpdateOrganizationRequest = z.infer<typeof UpdateOrganizationRequest>;
 
 /** One per-minute token bucket right now. */
@@ -100,6 +136,17 @@ export const BucketBalance = z.object({
   remaining: z.number().int(),
 });
 export type BucketBalance = z.infer<typeof BucketBalance>;
+
+/** An organization's live counts on the session service. */
+export const OrganizationTurns = z.object({
+  /** Sessions it holds. */
+  sessions: z.number().int(),
+  /** Its turns running now. */
+  running: z.number().int(),
+  /** Its turns waiting to run. */
+  waiting: z.number().int(),
+});
+export type OrganizationTurns = z.infer<typeof OrganizationTurns>;
 
 export const Organization = z.object({
   object: z.literal('organization'),
@@ -112,6 +159,10 @@ export const Organization = z.object({
   created: z.number().int(),
   /** Each bucket's current balance (on reads; absent from the answer to a create). */
   balances: z.object({ requests: BucketBalance, input_tokens: BucketBalance, output_tokens: BucketBalance }).optional(),
+  /** Limits on the session service; each null is its configured default. */
+  session_limits: SessionLimits,
+  /** Live counts on the session service (on reads; absent from the answers to create and update). */
+  turns: OrganizationTurns.optional(),
 });
 export type Organization = z.infer<typeof Organization>;
 

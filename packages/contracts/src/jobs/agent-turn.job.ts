@@ -1,18 +1,19 @@
 import { z } from 'zod';
 import { MessageRequest } from '../sessions/message.schema.js';
 
-/** BullMQ queue that carries agent turns from the session API to the workers. */
-export const AGENT_TURN_QUEUE = 'agent-turns';
-
 /**
- * Payload of one agent-turn job. `turn_id` is also the BullMQ job id, so a turn is enqueued
- * at most once, and it is the compare-and-set token that a finishing turn must still hold.
+ * Payload of one agent turn, as the session API queues it for the workers (kept with the session
+ * while the turn runs). `turn_id` is the compare-and-set token that a finishing turn must still hold.
  */
 export const AgentTurnJob = z.object({
   session_id: z.uuid(),
   turn_id: z.string().min(1),
   /** Organization that owns the session; null when the API runs without auth. */
   org_id: z.string().nullable(),
+  /**
+   * The message's `role`, `user_params` and `webhook`; its content (and tool fields, image) is in
+   * the session's history, which the turn runs on, so a job never repeats it.
+   */
   message: MessageRequest,
   /** Unix milliseconds when the API accepted the message. */
   accepted_at: z.number().int(),

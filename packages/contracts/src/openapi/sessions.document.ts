@@ -109,6 +109,9 @@ function sessionPaths(): OpenApiDocument['paths'] {
           '400': error('Malformed body (bad JSON or `state` items).'),
           '401': UNAUTHORIZED,
           '413': TOO_LARGE,
+          '429': error(
+            'The organization holds as many sessions as its own limit allows (`organization_session_limit`).',
+          ),
           '503': error('The `--max-sessions` limit is reached, or the session store is unreachable.'),
         },
       },
@@ -137,6 +140,9 @@ function sessionPaths(): OpenApiDocument['paths'] {
           '405': error('Custom session ids are not enabled (`--allow-custom-ids`).'),
           '409': error('A session with this id already exists.'),
           '413': TOO_LARGE,
+          '429': error(
+            'The organization holds as many sessions as its own limit allows (`organization_session_limit`).',
+          ),
           '503': error('The `--max-sessions` limit is reached, or the session store is unreachable.'),
         },
       },
@@ -248,10 +254,10 @@ function sessionPaths(): OpenApiDocument['paths'] {
           '404': NOT_FOUND,
           '409': error('The session is already processing a message.'),
           '413': TOO_LARGE,
-          '429': TOO_MANY_STREAMS,
-          '503': error(
-            'The turn could not be queued (`turn_not_queued`; the session goes to `error` and accepts a new message), or the session store is unreachable.',
+          '429': error(
+            'The organization has as many turns waiting as its limit allows (`turn_queue_full`); `retry-after` and `retry-after-ms` say when to try again. Nothing was written. Or, for a send answered as a stream, it holds its most event streams on this server (`too_many_streams`).',
           ),
+          '503': UNAVAILABLE,
         },
         callbacks: { turnComplete: TURN_COMPLETE_CALLBACK },
       },

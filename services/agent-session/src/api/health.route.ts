@@ -3,7 +3,6 @@ import type { Redis } from 'ioredis';
 import { buildSessionsOpenApi, type HealthResponse } from '@tollway/contracts';
 import { serializeError, type Logger } from '@tollway/service-kit';
 import type { SessionStore } from '../store/session-store';
-import type { TurnQueue } from './route-deps';
 import { sessionErrors } from './session-errors';
 
 /** Cluster-wide worker totals (the worker registry's `readWorkerStats`). */
@@ -12,11 +11,10 @@ export type WorkerStatsReader = () => Promise<{ maxWorkers: number; runningWorke
 /** Set on a `/health` answer whose counts are the last read, Redis being unreachable. */
 export const STALE_HEADER = 'x-health-stale';
 
-/** `/health` (spec), `/healthz` (liveness), `/readyz` (Redis reachable, queue started) and `/openapi.json`. */
+/** `/health` (spec), `/healthz` (liveness), `/readyz` (Redis reachable) and `/openapi.json`. */
 export function healthRouter(deps: {
   store: SessionStore;
   redis: Redis;
-  turnQueue: TurnQueue;
   workerStats: WorkerStatsReader;
   logger?: Logger;
 }): Router {
@@ -50,8 +48,7 @@ export function healthRouter(deps: {
 
   router.get('/readyz', async (_req, res) => {
     try {
-      // The queue too: a process whose queue cannot start would answer every send 503.
-      await Promise.all([deps.redis.ping(), deps.turnQueue.check?.()]);
+      await deps.redis.ping();
     } catch (err) {
       throw sessionErrors.unavailable(err);
     }

@@ -1,27 +1,18 @@
 import { randomUUID } from 'node:crypto';
-import { Router, type Request, type Response } from 'express';
-import { MessageRequest, type MessageResponse } from '@tollway/contracts';
-import type { StoredMessage } from '../store/session-store';
+import { Router, type Request } from 'express';
+import { MessageRequest, type AgentTurnJob, type MessageResponse } from '@tollway/contracts';
 import { normalizeSessionId, sessionLocation, toStoredMessage } from '../domain/session-rules';
 import { orgOf } from './auth';
 import type { SessionRouteDeps } from './route-deps';
 import { sessionErrors } from './session-errors';
 import { requestTraceparent } from '../observability/request-telemetry.middleware';
-import { JOB_LOST_ERROR } from '../worker/turn-reaper';
 import { openEventStream } from '../streaming/sse-format';
 
 /**
- * A send that took longer than this between its start script and its job is checked once more: a
- * reaper ends a running turn without a job only after WORKER_LEASE_TTL_MS (5 s by default), so a
- * send quicker than this cannot have been reaped.
+ * What a 429 for a full turn queue advises to wait, ms: the organization's queue drains as its
+ * turns start, typically several a second.
  */
-const STALL_CHECK_MS = 1000;
-
-/** True when the session is in error because a reaper found its turn without a job. */
-async function reapedAsLost(deps: SessionRouteDeps, sessionId: string, org: string | null): Promise<boolean> {
-  const session = await deps.store.get(sessionId, org).catch(() => null);
-  return session?.status === 'error' && session.error === JOB_LOST_ERROR;
-}
+const QUEUE_FULL_RETRY_AFTER_MS = 1000;
 
 /**
  * Whether a send asks for its turn's stream: `Accept` names `text/event-stream` and prefers it to
@@ -45,14 +36,35 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
     if (!body.success) throw sessionErrors.invalidRequest(body.error, 'body');
     const org = orgOf(res);
     const turnId = randomUUID();
-    const message = toStoredMessage(body.data);
     // A stream is opened (its start found, the session marked watched) before the turn starts, so
     // the worker streams the turn from its first event and the stream holds nothing before it.
     const stream = deps.events && wantsEventStream(req) ? await deps.events.open(sessionId, org, null) : null;
     if (stream?.kind === 'missing') throw sessionErrors.notFound(sessionId);
     if (stream?.kind === 'too_many') throw sessionErrors.tooManyStreams(deps.events?.maxStreamsPerOrg ?? 0);
     try {
-      await startAndQueue(deps, res, sessionId, org, turnId, message, body.data);
+      // The message itself goes to the history; the job carries what only the turn needs of it (a
+      // 10 MiB image is stored once, not again in the queue).
+      const { role, user_params: userParams, webhook } = body.data;
+      const job: AgentTurnJob = {
+        session_id: sessionId,
+        turn_id: turnId,
+        org_id: org,
+        message: { role, content: null, user_params: userParams, webhook },
+        accepted_at: deps.clock(),
+        traceparent: requestTraceparent(res),
+      };
+      const limits = await deps.limits.limitsOf(org);
+      // The message is appended and the turn queued in one step: an accepted turn is never lost.
+      const { result } = await deps.store.startTurn(
+        sessionId,
+        org,
+        { turnId, message: toStoredMessage(body.data), job: JSON.stringify(job) },
+        { maxHistoryBytes: deps.maxHistoryBytes, ...limits },
+      );
+      if (result === 'missing') throw sessionErrors.notFound(sessionId);
+      if (result === 'busy') throw sessionErrors.busy(sessionId);
+      if (result === 'full') throw sessionErrors.historyTooLarge(deps.maxHistoryBytes);
+      if (result === 'queue_full') throw sessionErrors.turnQueueFull(limits.maxWaitingTurns, QUEUE_FULL_RETRY_AFTER_MS);
     } catch (err) {
       stream?.release();
       throw err;
@@ -74,56 +86,4 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
   });
 
   return router;
-}
-
-/**
- * Starts the turn (one script: `running` with a new turn id, the message appended) and queues its
- * job; throws the send's refusals (404, 409, 413, 503), having ended a turn it could not queue.
- */
-async function startAndQueue(
-  deps: SessionRouteDeps,
-  res: Response,
-  sessionId: string,
-  org: string | null,
-  turnId: string,
-  message: StoredMessage,
-  body: MessageRequest,
-): Promise<void> {
-  const startedAt = performance.now();
-  const started = await deps.store.startTurn(sessionId, org, turnId, message, deps.maxHistoryBytes);
-  if (started === 'missing') throw sessionErrors.notFound(sessionId);
-  if (started === 'busy') throw sessionErrors.busy(sessionId);
-  if (started === 'full') throw sessionErrors.historyTooLarge(deps.maxHistoryBytes);
-  try {
-    await deps.turnQueue.enqueue({
-      session_id: sessionId,
-      turn_id: turnId,
-      org_id: org,
-      message: body,
-      accepted_at: deps.clock(),
-      traceparent: requestTraceparent(res),
-    });
-  } catch (err) {
-    // Nothing accepted is silently lost: the turn ends in error (compare-and-set) before the 503.
-    // An enqueue whose answer was lost (a reply timeout while the process stalled) may have
-    // reached Redis: if a worker has taken the turn meanwhile, the compare-and-set finds it no
-    // longer running this turn, and the message was accepted after all.
-    const ended = await deps.store
-      .finishTurn(sessionId, turnId, { kind: 'error', error: 'The message could not be queued for a worker.' }, 'api')
-      .catch(() => 'unknown' as const);
-    if (ended !== 'stale') {
-      deps.logger.error('turn not queued', { session_id: sessionId, turn_id: turnId, err: (err as Error).message });
-      throw sessionErrors.turnNotQueued(err);
-    }
-    deps.logger.warn('turn queued though the queue reported an error; a worker took it', {
-      session_id: sessionId,
-      turn_id: turnId,
-      err: (err as Error).message,
-    });
-  }
-  if (performance.now() - startedAt > STALL_CHECK_MS && (await reapedAsLost(deps, sessionId, org))) {
-    // The process stalled between the two steps long enough for a reaper to end the turn as one
-    // whose job was lost; the job added since is stale and no worker will run it.
-    throw sessionErrors.turnNotQueued(new Error('the turn was reaped before its job was added'));
-  }
 }

@@ -1,15 +1,9 @@
-import type { AgentTurnJob } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
 import type { SessionEventHub } from '../store/session-event-hub';
+import type { OrganizationLimitsSource } from '../store/organization-limits';
 import type { SessionStore } from '../store/session-store';
 import type { EventReaderHub } from '../streaming/event-reader-hub';
-
-/** Hands an accepted turn to the workers; rejects when the queue is unreachable. */
-export interface TurnQueue {
-  enqueue(job: AgentTurnJob): Promise<void>;
-  /** Resolves when the queue can take jobs: started, its connection answering (`/readyz`); absent: assumed. */
-  check?(): Promise<void>;
-}
+import type { TurnNotifier } from '../webhooks/turn-notifier';
 
 /** What the session and message routes need. */
 export interface SessionRouteDeps {
@@ -17,7 +11,10 @@ export interface SessionRouteDeps {
   hub: SessionEventHub;
   /** Serves the session event streams; null: none (no events route, and every send answers 202). */
   events: EventReaderHub | null;
-  turnQueue: TurnQueue;
+  /** Each organization's session limits (its record, else the configured defaults). */
+  limits: OrganizationLimitsSource;
+  /** Sends the cancellation callback of a turn a deletion took out of the queue; null = none sent. */
+  notifier: TurnNotifier | null;
   logger: Logger;
   /** Session cap (`--max-sessions`). */
   maxSessions: number;

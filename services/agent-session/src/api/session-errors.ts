@@ -110,13 +110,29 @@ export const sessionErrors = {
       message: `The server holds its maximum of ${maxSessions} sessions.`,
     });
   },
-  turnNotQueued(cause: unknown): ServiceError {
+  /** 429: the organization holds as many sessions as it may (its own limit, below the service's cap). */
+  organizationSessionLimit(limit: number): ServiceError {
     return new ServiceError({
-      status: 503,
-      type: 'server_error',
-      code: SESSION_ERROR_CODES.turnNotQueued,
-      message: 'The message could not be queued for a worker; the session is in error and accepts a new message.',
-      cause,
+      status: 429,
+      type: 'rate_limit_error',
+      code: SESSION_ERROR_CODES.organizationSessionLimit,
+      message: `Your organization holds its maximum of ${limit} sessions; delete one before creating another.`,
+    });
+  },
+  /**
+   * 429 with `retry-after`: the organization has as many turns waiting as it may. Its queue drains
+   * as its turns start, so a retry a moment later usually gets in.
+   */
+  turnQueueFull(limit: number, retryAfterMs: number): ServiceError {
+    return new ServiceError({
+      status: 429,
+      type: 'rate_limit_error',
+      code: SESSION_ERROR_CODES.turnQueueFull,
+      message: `Your organization has its maximum of ${limit} turns waiting for a worker; send again once some have started.`,
+      headers: {
+        'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))),
+        'retry-after-ms': String(retryAfterMs),
+      },
     });
   },
   unauthorized(): ServiceError {

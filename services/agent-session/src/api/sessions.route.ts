@@ -6,6 +6,7 @@ import {
   longPollDeadline,
   newSessionResponse,
   normalizeSessionId,
+  parseTurnJob,
   sessionLocation,
   toSessionResponse,
   toSessionSummary,
@@ -23,11 +24,14 @@ export function sessionsRouter(deps: SessionRouteDeps): Router {
     const body = CreateSessionRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw sessionErrors.invalidRequest(body.error, 'body');
     const history = historyFromState(body.data.state);
-    const limits = { maxSessions: deps.maxSessions, maxHistoryBytes: deps.maxHistoryBytes };
-    const result = await deps.store.create(sessionId, orgOf(res), history, limits);
+    const org = orgOf(res);
+    const orgMaxSessions = (await deps.limits.limitsOf(org)).maxSessions;
+    const limits = { maxSessions: deps.maxSessions, maxHistoryBytes: deps.maxHistoryBytes, orgMaxSessions };
+    const result = await deps.store.create(sessionId, org, history, limits);
     if (result === 'too_large') throw sessionErrors.historyTooLarge(deps.maxHistoryBytes);
     if (result === 'exists') throw sessionErrors.exists(sessionId);
     if (result === 'limit') throw sessionErrors.limitReached(deps.maxSessions);
+    if (result === 'org_limit') throw sessionErrors.organizationSessionLimit(orgMaxSessions);
     res.status(201).location(sessionLocation(sessionId)).json(newSessionResponse(sessionId));
   };
 
@@ -61,9 +65,11 @@ export function sessionsRouter(deps: SessionRouteDeps): Router {
 
   router.delete('/sessions/:sessionId', async (req, res) => {
     const sessionId = normalizeSessionId(req.params.sessionId);
-    if (!sessionId || (await deps.store.delete(sessionId, orgOf(res))) === 'missing') {
-      throw sessionErrors.notFound(req.params.sessionId);
-    }
+    const result = sessionId ? await deps.store.delete(sessionId, orgOf(res)) : null;
+    if (!result?.deleted) throw sessionErrors.notFound(req.params.sessionId);
+    // A turn still waiting left the queue with its session and never runs: its callback goes now.
+    const job = parseTurnJob(result.waitingJob);
+    if (job) deps.notifier?.notifyCancelled(job, { durationMs: Math.max(0, deps.clock() - job.accepted_at) });
     res.status(204).end();
   });
 

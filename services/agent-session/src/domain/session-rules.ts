@@ -1,4 +1,10 @@
-import type { MessageRequest, SessionResponse, SessionStateMessage, SessionSummary } from '@tollway/contracts';
+import {
+  AgentTurnJob,
+  type MessageRequest,
+  type SessionResponse,
+  type SessionStateMessage,
+  type SessionSummary,
+} from '@tollway/contracts';
 import type { SessionListItem, SessionRecord, StoredMessage } from '../store/session-store';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -64,4 +70,15 @@ export function longPollDeadline(
   if (!wait) return 'no-wait';
   if (timeoutSeconds === undefined) return null;
   return now + Math.round(timeoutSeconds * 1000);
+}
+
+/** A turn's job as the API queued it (JSON), or null when it does not parse (a hand-edited key). */
+export function parseTurnJob(json: string | null): AgentTurnJob | null {
+  if (json === null) return null;
+  try {
+    const parsed = AgentTurnJob.safeParse(JSON.parse(json));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
 }

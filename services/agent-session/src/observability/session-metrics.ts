@@ -45,8 +45,8 @@ const TURN_OUTCOMES: readonly TurnMetricOutcome[] = ['succeeded', 'failed', 'can
 export interface ApiMetricsSources {
   /** Sessions held per status (all organizations). */
   sessionsByStatus(): Promise<Record<SessionStatus, number>>;
-  /** Turn jobs waiting, active and delayed in the queue. */
-  queueCounts(): Promise<{ waiting: number; active: number; delayed: number }>;
+  /** Turns waiting for a worker and executing, cluster-wide. */
+  queueCounts(): Promise<{ waiting: number; active: number }>;
   /** Running and configured worker processes, cluster-wide. */
   workerStats(): Promise<{ maxWorkers: number; runningWorkers: number }>;
   /** Long-poll requests waiting in this process. */
@@ -98,7 +98,7 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
   });
   new Gauge({
     name: 'tollway_turn_queue_jobs',
-    help: 'Agent-turn jobs in the queue, by state (waiting, active, delayed)',
+    help: 'Agent turns accepted and not ended, by state (waiting: for a worker; active: executing), cluster-wide',
     labelNames: ['state'],
     registers,
     collect() {
@@ -106,7 +106,6 @@ export function registerApiMetrics(registry: Registry, sources: ApiMetricsSource
         const counts = await sources.queueCounts();
         this.set({ state: 'waiting' }, counts.waiting);
         this.set({ state: 'active' }, counts.active);
-        this.set({ state: 'delayed' }, counts.delayed);
       });
     },
   });
@@ -167,6 +166,7 @@ export function countScriptCalls(registry: Registry): void {
 /** A worker's counters: turns, their duration, webhook deliveries, reaper recoveries. */
 export class WorkerMetrics {
   private readonly started: CounterChild;
+  private readonly queueWait: HistogramChild;
   private readonly ended: Record<TurnMetricOutcome, [CounterChild, HistogramChild, HistogramChild]>;
   private readonly deliveries: Record<'delivered' | 'failed', [CounterChild, HistogramChild]>;
   private readonly recoveries: CounterChild;
@@ -177,6 +177,15 @@ export class WorkerMetrics {
   constructor(readonly registry: Registry) {
     this.started = new HotCounter(
       { name: 'tollway_turns_started_total', help: 'Turns whose agent started running', labelNames: [] },
+      registry,
+    ).child();
+    this.queueWait = new HotHistogram(
+      {
+        name: 'tollway_turn_queue_wait_seconds',
+        help: 'Time a turn waited from its acceptance (202) to a worker claiming it, in seconds (all organizations together)',
+        labelNames: [],
+        buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600],
+      },
       registry,
     ).child();
     const turns = new HotCounter(
@@ -190,7 +199,7 @@ export class WorkerMetrics {
     const duration = new HotHistogram(
       {
         name: 'tollway_turn_duration_seconds',
-        help: 'Wall-clock time of a turn from its job being taken to its end, by outcome, in seconds',
+        help: 'Wall-clock time of a turn from a worker claiming it to its end, by outcome, in seconds',
         labelNames: ['outcome'],
         buckets: GEN_AI_BUCKETS.duration,
       },
@@ -255,6 +264,11 @@ export class WorkerMetrics {
       },
       registry,
     ).child();
+  }
+
+  /** A worker claimed a turn that waited `seconds` since its acceptance. */
+  turnDequeued(seconds: number): void {
+    this.queueWait.observe(seconds);
   }
 
   /** A turn's agent starts. */

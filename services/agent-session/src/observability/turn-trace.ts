@@ -29,7 +29,7 @@ export class TurnTrace {
       {
         kind: SpanKind.CONSUMER,
         attributes: {
-          'messaging.system': 'bullmq',
+          'messaging.system': 'tollway',
           'messaging.operation.type': 'process',
           'messaging.destination.name': 'agent-turns',
           'messaging.message.id': job.turn_id,

@@ -52,6 +52,56 @@ local function append(stream, maxlen, y, t, o, p, s, e)
 end
 `;
 
+/**
+ * Lua of the scripts that end turns and delete sessions (the scheduler's `finish-turn`, `end-turn`,
+ * `reap-turns` and `delete-session`), each given its log argument (turnEndLogArg, deletionLogArg)
+ * as its last ARGV, which it takes off with `table.remove(ARGV)` before reading the rest, so the
+ * event log is written in the step that changes the session and the two never disagree:
+ *
+ * - `logTurnEnd(base, sid, tid, log)`, after a turn ended (applied): when the worker streamed the
+ *   turn (`log.w` = 'write'), the session has readers or its log exists, the events the worker had
+ *   not written (`log.e`), then turn.completed or turn.failed with the session as it reads now and
+ *   `log.m` (the trace_metrics JSON, 'null' when unknown). Nothing of a turn follows its ending event.
+ * - `logDeletion(base, sid, org, tid, log)`, as the session is deleted: when it has readers or a log,
+ *   turn.cancelled (of `tid`, or with turn_id null for '') with `log.c` as its error; the log then
+ *   lives `log.g` ms (its connected readers read it) and the watch key goes.
+ */
+export const EVENT_LOG_LUA = `${APPEND_LUA}
+local function logTurnEnd(base, sid, tid, log)
+  local stream = base .. 'ev:' .. sid
+  if log.w ~= 'write' and redis.call('EXISTS', stream, base .. 'watch:' .. sid) == 0 then return end
+  local s = redis.call('HMGET', base .. 's:' .. sid, 'status', 'org', 'response', 'error')
+  local start = log.s
+  local prev = last_id(stream)
+  local function add(y, e)
+    local id = append(stream, log.n, y, tid, s[2] or '', prev, start, e)
+    if start == '' then start = id end
+    prev = id
+  end
+  for _, pending in ipairs(log.e) do add(pending[1], pending[2]) end
+  local kind = 'turn.failed'
+  local err = 'null'
+  if s[1] == 'idle' then kind = 'turn.completed' elseif s[4] then err = cjson.encode(s[4]) end
+  local session = '{"session_id":' .. cjson.encode(sid) .. ',"status":"' .. s[1] .. '","response":' ..
+    (s[3] or 'null') .. ',"error":' .. err .. '}'
+  add(kind, '{"type":"' .. kind .. '","session_id":' .. cjson.encode(sid) .. ',"turn_id":' ..
+    cjson.encode(tid) .. ',"response":' .. session .. ',"trace_metrics":' .. log.m .. '}')
+  redis.call('PEXPIRE', stream, log.r)
+end
+local function logDeletion(base, sid, org, tid, log)
+  local stream = base .. 'ev:' .. sid
+  local watch = base .. 'watch:' .. sid
+  if redis.call('EXISTS', stream, watch) == 0 then return end
+  local turn = 'null'
+  if tid ~= '' then turn = cjson.encode(tid) end
+  append(stream, log.n, 'turn.cancelled', tid, org, last_id(stream), '',
+    '{"type":"turn.cancelled","session_id":' .. cjson.encode(sid) .. ',"turn_id":' .. turn ..
+    ',"error":' .. cjson.encode(log.c) .. '}')
+  redis.call('PEXPIRE', stream, log.g)
+  redis.call('DEL', watch)
+end
+`;
+
 /** How much of a session's event log is kept. */
 export interface EventLogRetention {
   /** Most entries a session's log keeps (trimmed approximately, oldest first). */
@@ -82,4 +132,25 @@ export interface TurnEndEvents {
   traceMetricsJson: string;
   /** Events not written yet, oldest first: [type, JSON]. */
   pending: Array<[string, string]>;
+}
+
+/** The last ARGV of the scripts that end a turn: what `logTurnEnd` writes (see EVENT_LOG_LUA). */
+export function turnEndLogArg(retention: EventLogRetention, events?: TurnEndEvents): string {
+  return JSON.stringify({
+    n: retention.maxEntries,
+    r: retention.retentionMs,
+    w: events?.mode ?? 'check',
+    s: events?.startId ?? '',
+    m: events?.traceMetricsJson ?? 'null',
+    e: events?.pending ?? [],
+  });
+}
+
+/** The last ARGV of the script that deletes a session: what `logDeletion` writes, `cancelled` its error. */
+export function deletionLogArg(retention: EventLogRetention, cancelled: string): string {
+  return JSON.stringify({
+    n: retention.maxEntries,
+    g: Math.min(DELETED_LOG_GRACE_MS, retention.retentionMs),
+    c: cancelled,
+  });
 }

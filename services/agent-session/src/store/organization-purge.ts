@@ -1,6 +1,8 @@
 import type { Redis } from 'ioredis';
 import { accountKeys, type AccountStore } from '@tollway/accounts';
 import type { Logger } from '@tollway/service-kit';
+import { parseTurnJob } from '../domain/session-rules';
+import type { TurnNotifier } from '../webhooks/turn-notifier';
 import type { SessionStore } from './session-store';
 
 /** Options of startOrganizationPurge. */
@@ -14,6 +16,9 @@ export interface OrganizationPurgeOptions {
   /** How often every organization holding sessions is checked, ms (0: only at start). */
   reconcileIntervalMs: number;
   logger: Logger;
+  /** Sends the cancellation callbacks of the turns that were waiting; null = none sent. */
+  notifier?: TurnNotifier | null;
+  clock?: () => number;
 }
 
 /** A running purge; `stop()` unsubscribes and waits for a check in progress. */
@@ -44,8 +49,12 @@ export async function startOrganizationPurge(options: OrganizationPurgeOptions):
         for (const org of await orgs()) {
           if (stopped) return;
           if (await accounts.getOrganization(org)) continue;
-          const removed = await store.deleteOrganizationSessions(org);
+          const { removed, waitingJobs } = await store.deleteOrganizationSessions(org);
           if (removed > 0) logger.info('deleted the sessions of a deleted organization', { org_id: org, removed });
+          const now = (options.clock ?? Date.now)();
+          for (const job of waitingJobs.map(parseTurnJob)) {
+            if (job) options.notifier?.notifyCancelled(job, { durationMs: Math.max(0, now - job.accepted_at) });
+          }
         }
       } catch (err) {
         logger.warn('purging the sessions of deleted organizations failed', { err: (err as Error).message });

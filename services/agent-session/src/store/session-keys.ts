@@ -1,17 +1,22 @@
+import { sessionSchedulerKeys } from '@tollway/accounts';
+
 /**
- * Redis key layout of the session store. Every key shares the hash tag `{sessions}`: the session
- * cap and the running-turn index are invariants across all organizations, enforced inside one
- * Lua script, so on a Redis Cluster the session service lives on one slot (see the README).
+ * Redis key layout of the session store and its turn scheduler. Every key shares the hash tag
+ * `{sessions}`: the session cap, the activity index and the scheduler's ready set are
+ * invariants across all organizations, enforced inside one Lua script, so on a Redis Cluster the
+ * session service lives on one slot (see the README, "The ceiling of one Redis").
  */
 export interface SessionKeys {
-  /** Hash: status, org, turn_id, started_at, response, error, created_at, updated_at. */
+  /** Hash: status, org, turn_id, job, response, error, created_at, updated_at, history_bytes, ended_turn. */
   session(id: string): string;
   /** List of the history, one JSON StoredMessage per item, oldest first. */
   history(id: string): string;
-  /** Sorted set: idle and errored session ids scored by last activity (ms); the TTL sweep reads it. */
+  /**
+   * Sorted set of every session: idle and errored ones scored by last activity (ms), which the TTL
+   * sweep reads oldest first; running ones (their turn waiting or executing) at RUNNING_SCORE, past
+   * any time, so it never reaches them. ZCARD = sessions held.
+   */
   activity: string;
-  /** Sorted set: running session ids scored by the turn's start (ms). */
-  running: string;
   /**
    * Set: the ids of sessions in `error` (a subset of `activity`), kept by the same scripts that
    * change a status, so the count per status is ZCARD/SCARD, never a scan.
@@ -24,20 +29,61 @@ export interface SessionKeys {
    * knows the webhook was sent even once the session is deleted.
    */
   endedTurn(turnId: string): string;
+  /**
+   * String, expiring: the job of a turn whose session was deleted while it executed, kept for the
+   * reaper that would end it if its worker is gone (the session hash, which held it, is deleted).
+   */
+  cancelledJob(turnId: string): string;
+  /** Hash of one organization's scheduling state: waiting, running, vt (virtual time), weight, cap. */
+  scheduler(orgId: string | null): string;
+  /** List: one organization's waiting turns, `<session id>:<turn id>|<job JSON>`, oldest first. */
+  queue(orgId: string | null): string;
+  /** Sorted set: organizations with a turn to dispatch now, scored by their next turn's virtual start. */
+  ready: string;
+  /** String: the virtual time of the last dispatch, kept for when no organization is ready. */
+  vclock: string;
+  /** Sorted set of at most one member: a token that wakes one idle worker (BZPOPMIN). */
+  wake: string;
+  /** Sorted set: `<session id>:<turn id>:<org>` of every executing turn → lease expiry (ms, Redis clock). */
+  leases: string;
+  /** Sorted set: live worker id → registration expiry (ms, Redis clock). */
+  workers: string;
+  /** Hash: worker id → its concurrency. */
+  workerSlots: string;
+}
+
+/** The scheduler's name of a session's organization: its id, or '' for sessions made without auth. */
+export function schedulerOrg(orgId: string | null): string {
+  return orgId ?? '';
 }
 
 /** The key layout under `prefix` (e.g. `tollway:`). */
 export function sessionKeys(prefix: string): SessionKeys {
-  const base = `${prefix}{sessions}:`;
+  const base = sessionKeyBase(prefix);
+  // The two keys the gateway's admin API reads to show an organization's sessions and turns.
+  const shown = sessionSchedulerKeys(prefix);
   return {
     session: (id) => `${base}s:${id}`,
     history: (id) => `${base}h:${id}`,
     activity: `${base}activity`,
-    running: `${base}running`,
     errored: `${base}errored`,
-    org: (orgId) => (orgId === null ? `${base}no-org` : `${base}org:${orgId}`),
+    org: (orgId) => (orgId === null ? `${base}no-org` : shown.sessions(orgId)),
     endedTurn: (turnId) => `${base}ended:${turnId}`,
+    cancelledJob: (turnId) => `${base}cancelled:${turnId}`,
+    scheduler: (orgId) => (orgId === null ? `${base}sched:` : shown.scheduler(orgId)),
+    queue: (orgId) => `${base}q:${schedulerOrg(orgId)}`,
+    ready: `${base}ready`,
+    vclock: `${base}vclock`,
+    wake: `${base}wake`,
+    leases: `${base}leases`,
+    workers: `${base}workers`,
+    workerSlots: `${base}worker-slots`,
   };
+}
+
+/** What every key of the session service starts with: the prefix and the `{sessions}` hash tag. */
+export function sessionKeyBase(prefix: string): string {
+  return `${prefix}{sessions}:`;
 }
 
 /**

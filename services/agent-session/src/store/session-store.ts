@@ -2,15 +2,23 @@ import type { Redis } from 'ioredis';
 import type { ChatMessage, SessionStatus } from '@tollway/contracts';
 import { createSessionScript } from './lua/create-session.script';
 import { deleteSessionScript } from './lua/delete-session.script';
-import { finishTurnScript } from './lua/finish-turn.script';
 import { startTurnScript } from './lua/start-turn.script';
-import { sessionEventsChannel, sessionKeys, turnCancelChannel, type SessionKeys } from './session-keys';
+import { endTurnScript } from './lua/end-turn.script';
+import { RUNNING_SCORE } from './lua/scheduler.lua';
+import {
+  schedulerOrg,
+  sessionEventsChannel,
+  sessionKeyBase,
+  sessionKeys,
+  turnCancelChannel,
+  type SessionKeys,
+} from './session-keys';
+
 import {
   DEFAULT_EVENT_LOG_RETENTION,
-  DELETED_LOG_GRACE_MS,
-  streamKeys,
+  deletionLogArg,
+  turnEndLogArg,
   type EventLogRetention,
-  type StreamKeys,
   type TurnEndEvents,
 } from './event-log-keys';
 import { TURN_CANCELLED_ERROR } from '../domain/turn-errors';
@@ -45,22 +53,63 @@ export interface SessionListItem {
 
 /**
  * How long the marker of a turn another than its worker ended lives, ms: past any pause of a
- * worker that fetched its job (a failed job is kept 10 minutes).
+ * worker that held it (its lease was taken meanwhile).
  */
-const ENDED_MARKER_TTL_MS = 3_600_000;
+export const ENDED_MARKER_TTL_MS = 3_600_000;
 
-/** How a turn ended, as the worker reports it. */
-/** Who ends a turn: its worker, a reaper that found it orphaned, or the API that could not queue it. */
+/**
+ * How long the job of a turn whose session was deleted while it executed is kept, ms: the reaper
+ * that ends it, should its worker be gone, sends its cancellation callback from it.
+ */
+export const CANCELLED_JOB_TTL_MS = 3_600_000;
+
+/** Who ends a turn: its worker, a reaper that found it orphaned, or the API. */
 export type TurnEnder = 'worker' | 'reaper' | 'api';
 
 export type TurnOutcome =
   { kind: 'success'; append: StoredMessage[]; response: ChatMessage } | { kind: 'error'; error: string };
 
-/** Result of a create: `created`, `exists` (PUT of a taken id) or `limit` (the cap is reached). */
-export type CreateResult = 'created' | 'exists' | 'limit' | 'too_large';
+/**
+ * Result of a create: `created`, `exists` (PUT of a taken id), `limit` (the service's cap is
+ * reached), `org_limit` (the organization's own cap is) or `too_large` (the history is).
+ */
+export type CreateResult = 'created' | 'exists' | 'limit' | 'org_limit' | 'too_large';
 
-/** Result of a send: `ok` (now running), `missing` (absent or another org's) or `busy` (already running). */
-export type StartTurnResult = 'ok' | 'missing' | 'busy' | 'full';
+/**
+ * Result of a send: `ok` (now running, its turn queued), `missing` (absent or another org's),
+ * `busy` (already running), `full` (the history would pass its bound) or `queue_full` (the
+ * organization has as many turns waiting as it may).
+ */
+export type StartTurnResult = 'ok' | 'missing' | 'busy' | 'full' | 'queue_full';
+
+/** An organization's limits as the session service applies them (0 = none). */
+export interface OrganizationTurnLimits {
+  /** Sessions it may hold (0 = only the service's cap applies). */
+  maxSessions: number;
+  /** Turns it may have executing at once (0 = no cap). */
+  maxRunningTurns: number;
+  /** Turns it may have waiting (0 = no limit). */
+  maxWaitingTurns: number;
+  /** Its share when organizations wait: `weight` turns dispatched for each of a weight-1 organization. */
+  weight: number;
+}
+
+/** How a turn is ended (see SessionStore.endTurn). */
+export interface TurnEndOptions {
+  /** Who ends it; default the worker. */
+  endedBy?: TurnEnder;
+  /** The session's organization (its scheduler entry); null without auth. */
+  org?: string | null;
+  /** What the session's event log gets with the end (the worker's events not written yet). */
+  events?: TurnEndEvents;
+}
+
+/** A session's deletion: whether it was there, and the job of a turn that was waiting (it never ran). */
+export interface DeleteResult {
+  deleted: boolean;
+  /** The waiting turn's job JSON, removed from the queue: its cancellation callback is the caller's to send. */
+  waitingJob: string | null;
+}
 
 /** Options of SessionStore. */
 export interface SessionStoreOptions {
@@ -84,22 +133,22 @@ const SWEEP_BATCH = 500;
 export class SessionStore {
   readonly prefix: string;
   private readonly redis: Redis;
+  private readonly base: string;
   private readonly keys: SessionKeys;
-  private readonly streams: StreamKeys;
-  private readonly eventLog: EventLogRetention;
   private readonly clock: () => number;
   private readonly eventsChannel: string;
   private readonly cancelChannel: string;
+  private readonly eventLog: EventLogRetention;
 
   constructor(options: SessionStoreOptions) {
     this.redis = options.redis;
     this.prefix = options.prefix;
     this.keys = sessionKeys(options.prefix);
-    this.streams = streamKeys(options.prefix);
-    this.eventLog = options.eventLog ?? DEFAULT_EVENT_LOG_RETENTION;
+    this.base = sessionKeyBase(options.prefix);
     this.clock = options.clock ?? Date.now;
     this.eventsChannel = sessionEventsChannel(options.prefix);
     this.cancelChannel = turnCancelChannel(options.prefix);
+    this.eventLog = options.eventLog ?? DEFAULT_EVENT_LOG_RETENTION;
   }
 
   /**
@@ -110,7 +159,7 @@ export class SessionStore {
     sessionId: string,
     org: string | null,
     history: StoredMessage[],
-    limits: { maxSessions: number; maxHistoryBytes: number },
+    limits: { maxSessions: number; maxHistoryBytes: number; orgMaxSessions?: number },
   ): Promise<CreateResult> {
     const messages = history.map((message) => JSON.stringify(message));
     let bytes = 0;
@@ -118,16 +167,10 @@ export class SessionStore {
     if (bytes > limits.maxHistoryBytes) return 'too_large';
     const result = await createSessionScript.run(
       this.redis,
-      [
-        this.keys.session(sessionId),
-        this.keys.history(sessionId),
-        this.keys.activity,
-        this.keys.running,
-        this.keys.org(org),
-      ],
-      [sessionId, org ?? ORG_NONE, this.clock(), limits.maxSessions, bytes, ...messages],
+      [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.org(org)],
+      [sessionId, org ?? ORG_NONE, this.clock(), limits.maxSessions, bytes, limits.orgMaxSessions ?? 0, ...messages],
     );
-    return result === 1 ? 'created' : result === 0 ? 'exists' : 'limit';
+    return result === 1 ? 'created' : result === 0 ? 'exists' : result === -2 ? 'org_limit' : 'limit';
   }
 
   /** The session if it exists and belongs to `org`, else null. */
@@ -145,7 +188,7 @@ export class SessionStore {
       sessionId,
       status: status as SessionStatus,
       org,
-      turnId: status === 'running' ? (turnId ?? null) : null,
+      turnId: status === 'running' ? turnId || null : null,
       response: status !== 'running' && response ? (JSON.parse(response) as ChatMessage) : null,
       error: status === 'error' ? (error ?? null) : null,
     };
@@ -179,140 +222,99 @@ export class SessionStore {
     return items;
   }
 
+  /** Resolves when Redis answers (a reaper's probe after an outage). */
+  async ping(): Promise<void> {
+    await this.redis.ping();
+  }
+
   /** Number of sessions held, all organizations together. */
   async count(): Promise<number> {
-    const results = await this.redis.multi().zcard(this.keys.activity).zcard(this.keys.running).exec();
-    return Number(results?.[0]?.[1] ?? 0) + Number(results?.[1]?.[1] ?? 0);
+    return this.redis.zcard(this.keys.activity);
   }
 
   /**
-   * Moves an idle or errored session to running with `turnId` and appends `message`; exactly one
-   * concurrent send wins. `full` (nothing written) when the history would pass `maxHistoryBytes`.
+   * Moves an idle or errored session to running with `turnId`, appends `message` and queues the
+   * turn (`job`, its JSON) for its organization, in one step; exactly one concurrent send wins.
+   * `full` and `queue_full` write nothing; `waiting` is the organization's count of waiting turns then.
    */
   async startTurn(
     sessionId: string,
     org: string | null,
-    turnId: string,
-    message: StoredMessage,
-    maxHistoryBytes: number,
-  ): Promise<StartTurnResult> {
-    const json = JSON.stringify(message);
-    const result = await startTurnScript.run(
+    turn: { turnId: string; message: StoredMessage; job: string },
+    limits: { maxHistoryBytes: number } & Omit<OrganizationTurnLimits, 'maxSessions'>,
+  ): Promise<{ result: StartTurnResult; waiting?: number }> {
+    const json = JSON.stringify(turn.message);
+    const [result, waiting] = (await startTurnScript.run(
       this.redis,
       [
         this.keys.session(sessionId),
         this.keys.history(sessionId),
         this.keys.activity,
-        this.keys.running,
         this.keys.errored,
+        this.keys.scheduler(org),
+        this.keys.queue(org),
       ],
-      [sessionId, org ?? ORG_NONE, turnId, this.clock(), json, Buffer.byteLength(json), maxHistoryBytes],
-    );
-    return result as StartTurnResult;
+      [
+        this.base,
+        sessionId,
+        schedulerOrg(org),
+        turn.turnId,
+        this.clock(),
+        json,
+        Buffer.byteLength(json),
+        limits.maxHistoryBytes,
+        turn.job,
+        limits.maxWaitingTurns,
+        limits.weight,
+        limits.maxRunningTurns,
+        RUNNING_SCORE,
+      ],
+    )) as [StartTurnResult, number?];
+    return waiting === undefined ? { result } : { result, waiting: Number(waiting) };
   }
 
   /**
-   * What a worker needs to run `turnId`: the history, which ends with the turn's own message.
-   * `{ ended: true }` when the turn was ended already (a reaper ended it, and sent its webhook);
-   * null when the session is gone or runs another turn (deleted, or deleted and made again).
-   */
-  async getTurnContext(
-    sessionId: string,
-    turnId: string,
-  ): Promise<{ history: StoredMessage[] } | { ended: true } | null> {
-    const results = await this.redis
-      .multi()
-      .hmget(this.keys.session(sessionId), 'status', 'turn_id', 'ended_turn')
-      .lrange(this.keys.history(sessionId), 0, -1)
-      .exists(this.keys.endedTurn(turnId))
-      .exec();
-    const [status, current, endedTurn] = (results?.[0]?.[1] as Array<string | null> | undefined) ?? [];
-    // Ended by a reaper (its webhook sent), then deleted: still ended, not a deleted session's turn.
-    if (results?.[2]?.[1] === 1) return { ended: true };
-    if (status === null || status === undefined) return null;
-    if (status !== 'running' || current !== turnId) {
-      // Ended already (a reaper took it from a worker that stopped) or never this session's turn.
-      return endedTurn?.split(' ')[0] === turnId ? { ended: true } : null;
-    }
-    return {
-      history: ((results?.[1]?.[1] as string[] | undefined) ?? []).map((item) => JSON.parse(item) as StoredMessage),
-    };
-  }
-
-  /**
-   * Where `turnId` stands, without its history: `running` (still the session's current turn),
-   * `ended` (ended already: a reaper took it from a worker that seemed gone, and sent its webhook),
-   * `gone` (the session is gone or runs another turn). A worker asks again before it runs a turn
-   * whose context it read a while ago.
-   */
-  async turnState(sessionId: string, turnId: string): Promise<'running' | 'ended' | 'gone'> {
-    const [hash, marked] = await Promise.all([
-      this.redis.hmget(this.keys.session(sessionId), 'status', 'turn_id', 'ended_turn'),
-      this.redis.exists(this.keys.endedTurn(turnId)),
-    ]);
-    const [status, current, endedTurn] = hash;
-    if (marked === 1) return 'ended';
-    if (status === null || status === undefined) return 'gone';
-    if (status === 'running' && current === turnId) return 'running';
-    return endedTurn?.split(' ')[0] === turnId ? 'ended' : 'gone';
-  }
-
-  /**
-   * Ends `turnId` compare-and-set (still running this turn): success appends and goes idle, error
-   * goes to error and appends nothing. Wakes long-polls on every replica. `stale` = discarded.
-   * `endedBy` is kept with the turn id (see endedBy()). The turn's ending event (and `events`,
-   * those its worker had not written) goes to the session's event log when it has readers.
+   * Ends `turnId` wherever it stands, compare-and-set (still running this turn): success appends
+   * and goes idle, error goes to error and appends nothing; a waiting turn leaves the queue, an
+   * executing one gives its lease back. Wakes long-polls on every replica. `stale` = discarded.
+   * `endedBy` is kept with the turn id (see endedBy()). `released`: this call took the turn's lease.
+   * The turn's ending event (after `events`, those its worker had not written) goes to the
+   * session's event log when it has readers.
    */
   async finishTurn(
     sessionId: string,
     turnId: string,
     outcome: TurnOutcome,
-    endedBy: TurnEnder = 'worker',
-    events?: TurnEndEvents,
+    options: TurnEndOptions = {},
   ): Promise<'applied' | 'stale'> {
-    const stream = {
-      n: this.eventLog.maxEntries,
-      r: this.eventLog.retentionMs,
-      w: events?.mode ?? 'check',
-      s: events?.startId ?? '',
-      m: events?.traceMetricsJson ?? 'null',
-      e: events?.pending ?? [],
-    };
-    const [text, ...append] =
-      outcome.kind === 'success'
-        ? [JSON.stringify(outcome.response), ...outcome.append.map((message) => JSON.stringify(message))]
-        : [outcome.error];
-    const result = await finishTurnScript.run(
+    return (await this.endTurn(sessionId, turnId, outcome, options)).result;
+  }
+
+  /** finishTurn, also saying whether this call released the turn's lease. */
+  async endTurn(
+    sessionId: string,
+    turnId: string,
+    outcome: TurnOutcome,
+    { endedBy = 'worker', org = null, events }: TurnEndOptions = {},
+  ): Promise<{ result: 'applied' | 'stale'; released: boolean }> {
+    const [result, released] = (await endTurnScript.run(
       this.redis,
+      [this.keys.session(sessionId)],
       [
-        this.keys.session(sessionId),
-        this.keys.history(sessionId),
-        this.keys.activity,
-        this.keys.running,
-        this.keys.errored,
-        this.keys.endedTurn(turnId),
-        this.streams.events(sessionId),
-        this.streams.watch(sessionId),
-      ],
-      [
+        this.base,
         sessionId,
         turnId,
+        schedulerOrg(org),
         this.clock(),
         this.eventsChannel,
         endedBy,
-        outcome.kind,
-        text,
+        ...outcomeArgs(outcome),
         ENDED_MARKER_TTL_MS,
-        ...append,
-        JSON.stringify(stream),
+        ...appendedMessages(outcome),
+        turnEndLogArg(this.eventLog, events),
       ],
-    );
-    return result as 'applied' | 'stale';
-  }
-
-  /** Whether the session exists (of any organization): a reaper tells a deleted turn from an ended one. */
-  async exists(sessionId: string): Promise<boolean> {
-    return (await this.redis.exists(this.keys.session(sessionId))) === 1;
+    )) as ['applied' | 'stale', number];
+    return { result, released: Number(released) === 1 };
   }
 
   /**
@@ -331,54 +333,47 @@ export class SessionStore {
   }
 
   /**
-   * Sessions held per status, all organizations together, in one round trip of three O(1)
-   * commands: the status scripts keep `activity` (idle and error), `running` and `errored`.
+   * Sessions held per status, all organizations together, in one round trip of three O(1) or
+   * O(log n) reads: the status scripts keep `activity` (every session, running ones at the running
+   * score) and `errored`.
    */
   async countByStatus(): Promise<Record<SessionStatus, number>> {
     const results = await this.redis
       .multi()
       .zcard(this.keys.activity)
-      .zcard(this.keys.running)
+      .zcount(this.keys.activity, RUNNING_SCORE, '+inf')
       .scard(this.keys.errored)
       .exec();
-    const [settled, running, error] = [0, 1, 2].map((i) => Number(results?.[i]?.[1] ?? 0)) as [number, number, number];
-    return { idle: Math.max(0, settled - error), running, error };
+    const [all, running, error] = [0, 1, 2].map((i) => Number(results?.[i]?.[1] ?? 0)) as [number, number, number];
+    return { idle: Math.max(0, all - running - error), running, error };
   }
 
-  /** Turns running now, cluster-wide, with their start time (Unix ms); the worker's reaper reads it. */
-  async listRunningTurns(): Promise<Array<{ sessionId: string; turnId: string; startedAt: number }>> {
-    const flat = await this.redis.zrange(this.keys.running, 0, -1, 'WITHSCORES');
-    if (flat.length === 0) return [];
-    const pipeline = this.redis.pipeline();
-    for (let i = 0; i < flat.length; i += 2) pipeline.hget(this.keys.session(flat[i] as string), 'turn_id');
-    const results = (await pipeline.exec()) ?? [];
-    const turns: Array<{ sessionId: string; turnId: string; startedAt: number }> = [];
-    for (let i = 0; i < flat.length; i += 2) {
-      const turnId = results[i / 2]?.[1] as string | null | undefined;
-      if (turnId) turns.push({ sessionId: flat[i] as string, turnId, startedAt: Number(flat[i + 1]) });
-    }
-    return turns;
-  }
-
-  /** Deletes `org`'s session at once, cancelling a running turn (published on the turn-cancel channel). */
-  async delete(sessionId: string, org: string | null): Promise<'deleted' | 'missing'> {
-    const result = await this.runDelete(sessionId, org, 'delete', 0);
-    return result === 'deleted' ? 'deleted' : 'missing';
+  /**
+   * Deletes `org`'s session at once, cancelling a running turn: a waiting one leaves the queue (its
+   * job is returned), an executing one's worker is told on the turn-cancel channel.
+   */
+  async delete(sessionId: string, org: string | null): Promise<DeleteResult> {
+    const [result, waitingJob] = await this.runDelete(sessionId, org, 'delete', 0);
+    return { deleted: result === 'deleted', waitingJob };
   }
 
   /**
    * Deletes every session of `org` (a deleted organization's), as DELETE does each: a running turn
-   * is cancelled. Index entries left without a session are dropped. Returns how many were deleted.
+   * is cancelled. Index entries left without a session are dropped. Returns how many were deleted
+   * and the jobs of the turns that were waiting (their cancellation callbacks are the caller's).
    */
-  async deleteOrganizationSessions(org: string): Promise<number> {
+  async deleteOrganizationSessions(org: string): Promise<{ removed: number; waitingJobs: string[] }> {
     let removed = 0;
+    const waitingJobs: string[] = [];
     for (;;) {
       const ids = await this.redis.zrange(this.keys.org(org), 0, SWEEP_BATCH - 1);
-      if (ids.length === 0) return removed;
+      if (ids.length === 0) return { removed, waitingJobs };
       const stale: string[] = [];
       for (const id of ids) {
-        if ((await this.runDelete(id, org, 'delete', 0)) === 'deleted') removed++;
+        const [result, waitingJob] = await this.runDelete(id, org, 'delete', 0);
+        if (result === 'deleted') removed++;
         else stale.push(id);
+        if (waitingJob !== null) waitingJobs.push(waitingJob);
       }
       if (stale.length > 0) await this.redis.zrem(this.keys.org(org), ...stale);
     }
@@ -417,7 +412,7 @@ export class SessionStore {
       let progressed = false;
       for (const [i, id] of ids.entries()) {
         const owner = (owners[i]?.[1] as string | null | undefined) ?? ORG_NONE;
-        const result = await this.runDelete(id, owner === ORG_NONE ? null : owner, 'sweep', cutoff);
+        const [result] = await this.runDelete(id, owner === ORG_NONE ? null : owner, 'sweep', cutoff);
         if (result === 'deleted') removed++;
         if (result !== 'kept') progressed = true;
       }
@@ -430,18 +425,15 @@ export class SessionStore {
     org: string | null,
     mode: 'delete' | 'sweep',
     cutoff: number,
-  ): Promise<string> {
-    return (await deleteSessionScript.run(
+  ): Promise<[string, string | null]> {
+    const [result, waitingJob] = (await deleteSessionScript.run(
       this.redis,
       [
         this.keys.session(sessionId),
         this.keys.history(sessionId),
         this.keys.activity,
-        this.keys.running,
         this.keys.org(org),
         this.keys.errored,
-        this.streams.events(sessionId),
-        this.streams.watch(sessionId),
       ],
       [
         sessionId,
@@ -450,10 +442,21 @@ export class SessionStore {
         this.cancelChannel,
         mode,
         cutoff,
-        this.eventLog.maxEntries,
-        Math.min(DELETED_LOG_GRACE_MS, this.eventLog.retentionMs),
-        TURN_CANCELLED_ERROR,
+        this.base,
+        CANCELLED_JOB_TTL_MS,
+        deletionLogArg(this.eventLog, TURN_CANCELLED_ERROR),
       ],
-    )) as string;
+    )) as [string, string | false | null | undefined];
+    return [result, typeof waitingJob === 'string' ? waitingJob : null];
   }
+}
+
+/** The outcome's kind and its text (the response JSON, or the error), as the end scripts take them. */
+export function outcomeArgs(outcome: TurnOutcome): [string, string] {
+  return outcome.kind === 'success' ? ['success', JSON.stringify(outcome.response)] : ['error', outcome.error];
+}
+
+/** The messages a successful turn appends, one JSON each. */
+export function appendedMessages(outcome: TurnOutcome): string[] {
+  return outcome.kind === 'success' ? outcome.append.map((message) => JSON.stringify(message)) : [];
 }

@@ -1,5 +1,5 @@
 import type { AgentTurnJob } from '@tollway/contracts';
-import { buildWebhookPayload, type TurnReport } from './webhook-payload';
+import { buildWebhookPayload, TURN_CANCELLED_ERROR, type TurnReport } from './webhook-payload';
 import type { WebhookDelivery } from './webhook-delivery';
 
 /**
@@ -22,6 +22,24 @@ export class TurnNotifier {
       buildWebhookPayload(spec, report, this.tracingEnabled),
       webhookEventId(job.turn_id),
     );
+  }
+
+  /**
+   * Sends the callback of a turn its session's deletion cancelled (`turn cancelled: session
+   * deleted`, status `error`); `history` only where it is still known.
+   */
+  notifyCancelled(
+    job: Pick<AgentTurnJob, 'session_id' | 'turn_id' | 'message'>,
+    report: { durationMs: number; history?: TurnReport['history']; traceId?: string | null },
+  ): void {
+    this.notify(job, {
+      sessionId: job.session_id,
+      end: { kind: 'error', error: TURN_CANCELLED_ERROR },
+      history: report.history ?? null,
+      durationMs: report.durationMs,
+      totalTokens: 0,
+      traceId: report.traceId,
+    });
   }
 
   /** Waits for deliveries under way. */

@@ -1,13 +1,13 @@
-import { UnrecoverableError, WaitingError, type Job } from 'bullmq';
-import { AgentTurnJob } from '@tollway/contracts';
-import { toStoredMessage } from '../domain/session-rules';
+import type { AgentTurnJob } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
+import { parseTurnJob, toStoredMessage } from '../domain/session-rules';
 import type { SessionStore, StoredMessage, TurnOutcome } from '../store/session-store';
+import type { ClaimedTurn, FinishResult, TurnScheduler } from '../store/turn-scheduler';
 import type { TurnNotifier } from '../webhooks/turn-notifier';
 import { traceMetricsOf, TURN_CANCELLED_ERROR, type TurnEnd } from '../webhooks/webhook-payload';
 import type { TurnEndEvents } from '../store/event-log-keys';
 import type { TurnEventStreams } from '../streaming/turn-event-stream';
-import type { ChildOutcome, ChildPool, ChildReservation } from './child-pool';
+import type { ChildOutcome, ChildPool } from './child-pool';
 import type { TurnCancellations } from './turn-cancellations';
 import type { WorkerRegistration } from './worker-registry';
 import type { WorkerMetrics } from '../observability/session-metrics';
@@ -18,6 +18,7 @@ import type { Tracer } from '@opentelemetry/api';
 /** What the processor needs. */
 export interface AgentTurnProcessorDeps {
   store: SessionStore;
+  scheduler: TurnScheduler;
   pool: ChildPool;
   registration: WorkerRegistration;
   cancellations: TurnCancellations;
@@ -25,6 +26,8 @@ export interface AgentTurnProcessorDeps {
   logger: Logger;
   /** A turn running longer is killed, in ms; 0 = no limit. */
   turnTimeoutMs: number;
+  /** Lease lifetime of the turns claimed next, in ms. */
+  leaseTtlMs: number;
   clock?: () => number;
   /** Turn counters and durations; null = metrics off. */
   metrics?: WorkerMetrics | null;
@@ -35,22 +38,35 @@ export interface AgentTurnProcessorDeps {
 }
 
 /**
- * The BullMQ processor of one agent turn: load its context, take an agent process and the turn's
- * lease, run the agent in that child process, end the turn compare-and-set, then send the webhook. It never throws for a turn
- * that ran (a failed turn is a session state, not a job retry); an invalid payload is unrecoverable.
+ * Runs one claimed turn and ends it; `claimNext()` says how many turns to claim in the same step
+ * (the worker's free slots then). Resolves with the turns so claimed.
  */
-export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Job, token?: string) => Promise<void> {
+export type AgentTurnProcessor = (turn: ClaimedTurn, claimNext: () => number) => Promise<ClaimedTurn[]>;
+
+/**
+ * One agent turn on a worker: the turn was claimed (and leased) by the scheduler; take an agent
+ * process, run the agent in it, end the turn compare-and-set while claiming the next, then send the
+ * webhook. A failed turn is a session state, never a retry: a turn runs at most once.
+ */
+export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): AgentTurnProcessor {
   const clock = deps.clock ?? Date.now;
-  return async (job, token) => {
-    const parsed = AgentTurnJob.safeParse(job.data);
-    if (!parsed.success) {
-      throw new UnrecoverableError(`invalid agent-turn job: ${parsed.error.issues[0]?.message ?? 'bad payload'}`);
-    }
-    const turn = parsed.data;
-    const { session_id: sessionId, turn_id: turnId } = turn;
+  return async (claimed, claimNext) => {
+    const { sessionId, turnId, orgId } = claimed;
     const logger = deps.logger.child({ session_id: sessionId, turn_id: turnId });
+    deps.registration.hold(sessionId, turnId, orgId);
     const cancel = deps.cancellations.track(turnId, sessionId);
     const startedAt = clock();
+    const turn = parseTurnJob(claimed.jobJson);
+    if (!turn) {
+      // Written by the API, so only a hand-edited or corrupted key: the turn fails, nothing runs.
+      logger.error('invalid agent-turn job; the turn fails');
+      return finishAndReport(deps, claimed, null, { kind: 'error', error: 'turn failed: its job is invalid' }, 0, {
+        claimNext,
+        traceId: null,
+        history: claimed.history,
+      });
+    }
+    deps.metrics?.turnDequeued(Math.max(0, startedAt - turn.accepted_at) / 1000);
     const trace = deps.tracer ? new TurnTrace(deps.tracer, turn) : null;
     const traceId = trace?.traceId ?? null;
     const chatCalls = trace || deps.metrics ? new TurnChatCalls(trace, deps.metrics ?? null) : undefined;
@@ -59,144 +75,113 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): (job: Jo
       deps.metrics?.turnEnded(outcome, (clock() - startedAt) / 1000);
       trace?.end(outcome);
     };
-    let lease: Promise<boolean> | null = null;
-    let child: ChildReservation | null = null;
-    const events = deps.streams?.open({ sessionId, turnId, orgId: turn.org_id }) ?? null;
+    const events = deps.streams?.open({ sessionId, turnId, orgId }) ?? null;
     try {
-      // Read while the job may still wait for a free agent process: a running turn's history cannot
-      // change (sends are refused), and a deletion aborts `cancel`.
-      const found = await deps.store.getTurnContext(sessionId, turnId);
-      const readAt = clock();
-      if (found && 'ended' in found) {
-        // A reaper ended it while this job waited (its worker seemed gone: paused, partitioned)
-        // and sent the turn's webhook: nothing to run, nothing more to tell.
-        logger.info('turn already ended; its job is dropped');
-        trace?.end('cancelled');
-        return;
-      }
-      const context = found;
-      if (!context || cancel.aborted) {
-        // Deleted before the turn started (a lost turn is reaped, never left for a later start).
-        ended('cancelled');
-        await reportCancelled(deps, turn, context?.history ?? null, clock() - startedAt, traceId);
-        return;
-      }
-      child = await deps.pool.reserve(cancel);
-      if (child && !cancel.aborted && clock() - readAt >= CONTEXT_RECHECK_AFTER_MS) {
-        // The job waited for an agent process (or the worker was paused) since its context was
-        // read: a reaper may have ended the turn meanwhile and sent its webhook. Running it then
-        // would bill a turn whose result is discarded and report it as a deleted session's.
-        const state = await deps.store.turnState(sessionId, turnId);
-        if (state === 'ended') {
-          logger.info('turn already ended; its job is dropped');
-          trace?.end('cancelled');
-          return;
-        }
-        if (state === 'gone') {
-          ended('cancelled');
-          await reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
-          return;
-        }
-      }
-      if (!child && !cancel.aborted) {
-        // The worker is shutting down before the turn started: hand the job back to the queue.
+      // A running session's history ends with the turn's own message: an empty one was deleted
+      // between the claim and its read (its cancellation may not have arrived yet).
+      const child = claimed.history.length > 0 ? await deps.pool.reserve(cancel) : null;
+      if (!child && !cancel.aborted && claimed.history.length > 0) {
+        // The worker is shutting down before the turn started: back to the front of its queue.
         trace?.end('requeued');
-        await job.moveToWait(token);
-        throw new WaitingError();
+        await deps.scheduler.requeue(claimed).finally(() => deps.registration.forget(sessionId, turnId, orgId));
+        return [];
       }
-      if (!child) {
-        ended('cancelled');
-        await reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
-        return;
+      let outcome: ChildOutcome = { kind: 'cancelled' };
+      if (child) {
+        deps.metrics?.turnStarted();
+        events?.begin();
+        outcome = await child.run(
+          { turnId, sessionId, orgId: turn.org_id },
+          {
+            history: claimed.history.slice(0, -1),
+            message: claimed.history.at(-1) ?? toStoredMessage(turn.message),
+            userParams: turn.message.user_params,
+          },
+          deps.turnTimeoutMs,
+          { traceparent: trace?.agentStarts(sessionId), chatCalls, events: events ?? undefined },
+        );
       }
-      deps.metrics?.turnStarted();
-      // Leased once it has a process, so a leased turn (what /health counts) is executing. The lease
-      // write goes out with the run, not before it; a worker dying in between leaves an active job
-      // without a lease, which the reaper recognises by its lapsed job lock.
-      lease = deps.registration.acquireLease(sessionId, turnId, JSON.stringify(turn)).then(
-        () => true,
-        (err: unknown) => {
-          logger.warn('turn lease not taken', { err: (err as Error).message });
-          return false;
-        },
-      );
-      const history = context.history.slice(0, -1);
-      const message = context.history.at(-1) ?? toStoredMessage(turn.message);
-      events?.begin();
-      const outcome = await child.run(
-        { turnId, sessionId, orgId: turn.org_id },
-        { history, message, userParams: turn.message.user_params },
-        deps.turnTimeoutMs,
-        { traceparent: trace?.agentStarts(sessionId), chatCalls, events: events ?? undefined },
-      );
       if (outcome.kind === 'cancelled') {
         logger.info('turn cancelled; agent process killed');
         ended('cancelled');
-        const leased = await lease;
-        lease = null;
-        // Reported only while the lease is still this worker's: a reaper that claimed it (this
-        // worker seemed gone) reports the deleted session's turn itself.
-        const stillLeased = await deps.registration.releaseLease(sessionId, turnId).catch(() => {
-          deps.registration.forgetLease(sessionId, turnId);
-          return true;
+        // Ended as a cancelled turn: its session was deleted (the end is stale), or a reaper took its
+        // lease (this worker seemed gone) and ended it and sent its webhook.
+        return await finishAndReport(deps, claimed, turn, { kind: 'error', error: TURN_CANCELLED_ERROR }, 0, {
+          claimNext,
+          traceId,
+          history: claimed.history,
+          startedAt,
         });
-        if (stillLeased || !leased) await reportCancelled(deps, turn, context.history, clock() - startedAt, traceId);
-        return;
       }
       ended(outcome.kind === 'success' ? 'succeeded' : outcome.kind === 'timeout' ? 'timed_out' : 'failed');
-      const end = toTurnOutcome(outcome);
-      const durationMs = clock() - startedAt;
       const totalTokens = outcome.kind === 'success' ? outcome.totalTokens : 0;
+      const end = toTurnOutcome(outcome);
+      // What the turn's events had not written goes with the script that ends it, and its ending
+      // event carries the trace_metrics of its webhook.
+      const durationMs = clock() - startedAt;
       const tail = await events?.finishing(
         JSON.stringify(traceMetricsOf({ end: toTurnEnd(end), durationMs, totalTokens, traceId })),
       );
-      await lease;
-      lease = null;
-      const [result, stillLeased] = await endTurn(deps, sessionId, turnId, end, logger, tail);
-      if (result === 'applied') {
-        if (end.kind === 'error') logger.warn('turn failed', { error: end.error });
-        const after = end.kind === 'success' ? [...context.history, ...end.append] : context.history;
-        deps.notifier.notify(turn, {
-          sessionId,
-          end: toTurnEnd(end),
-          history: after,
-          durationMs,
-          totalTokens,
-          traceId,
-        });
-        return;
-      }
-      // Stale: the session was deleted while the turn ended, or a reaper already ended it (and
-      // sent its webhook): one that claimed the lease, or one that ended the turn before this
-      // worker leased it (recorded as the turn's ender, which reportCancelled asks).
-      logger.info('turn result discarded: the turn is no longer current');
-      if (stillLeased) await reportCancelled(deps, turn, context.history, durationMs, traceId);
+      return await finishAndReport(deps, claimed, turn, end, totalTokens, {
+        claimNext,
+        traceId,
+        history: claimed.history,
+        startedAt,
+        events: tail,
+      });
     } catch (err) {
-      if (!(err instanceof WaitingError)) {
-        chatCalls?.abandon('failed');
-        trace?.end('failed');
-      }
+      chatCalls?.abandon('failed');
+      trace?.end('failed');
       throw err;
     } finally {
       events?.close();
-      child?.release();
       deps.cancellations.untrack(turnId);
-      if (lease && (await lease)) {
-        await deps.registration.releaseLease(sessionId, turnId).catch((err: unknown) => {
-          // Left to expire: a reaper ends the turn if nothing else did.
-          deps.registration.forgetLease(sessionId, turnId);
-          throw err;
-        });
-      }
     }
   };
 }
 
 /**
- * A turn whose context was read this long before it got an agent process is checked again before
- * it runs, ms: far below any lease or job lock a reaper waits out, above a free process's reserve.
+ * Ends the turn (claiming the next in the same step), then tells its webhook: the outcome when the
+ * end applied; a cancellation when the session was deleted meanwhile and this worker still held the
+ * turn (a reaper that took its lease sent the turn's webhook itself).
  */
-const CONTEXT_RECHECK_AFTER_MS = 250;
+async function finishAndReport(
+  deps: AgentTurnProcessorDeps,
+  claimed: ClaimedTurn,
+  turn: AgentTurnJob | null,
+  end: TurnOutcome,
+  totalTokens: number,
+  context: {
+    claimNext: () => number;
+    traceId: string | null;
+    history: StoredMessage[];
+    startedAt?: number;
+    /** What the turn's event log gets with its end. */
+    events?: TurnEndEvents;
+  },
+): Promise<ClaimedTurn[]> {
+  const clock = deps.clock ?? Date.now;
+  const { result, stillLeased, next } = await endTurn(deps, claimed, end, context.claimNext, context.events);
+  const durationMs = clock() - (context.startedAt ?? clock());
+  const logger = deps.logger.child({ session_id: claimed.sessionId, turn_id: claimed.turnId });
+  if (!turn) return next;
+  if (result === 'applied') {
+    if (end.kind === 'error') logger.warn('turn failed', { error: end.error });
+    const after = end.kind === 'success' ? [...context.history, ...end.append] : context.history;
+    deps.notifier.notify(turn, {
+      sessionId: claimed.sessionId,
+      end: toTurnEnd(end),
+      history: after,
+      durationMs,
+      totalTokens,
+      traceId: context.traceId,
+    });
+    return next;
+  }
+  logger.info('turn result discarded: the turn is no longer current');
+  if (stillLeased) await reportCancelled(deps, turn, context.history, durationMs, context.traceId);
+  return next;
+}
 
 /** Waits between tries of ending a turn while Redis does not answer, ms (the last one repeats). */
 const END_RETRY_DELAYS_MS = [100, 250, 500, 1000, 2000];
@@ -208,39 +193,46 @@ const END_RETRY_DELAYS_MS = [100, 250, 500, 1000, 2000];
 export const END_TURN_RETRY_FOR_MS = 120_000;
 
 /**
- * Ends the turn and releases its lease in one pipelined round trip: Redis runs them in order, so
- * the turn is ended before its lease goes, and a lease already gone means a reaper claimed (and
- * ended) the turn first. Tried again while Redis does not answer. A try whose reply was lost may
- * have run: a later try then finds the turn ended and the lease gone, and asks the session who
- * ended the turn, so its own ending is still reported as applied.
+ * Ends the turn and releases its lease in one step (claiming the next turns with it), tried again
+ * while Redis does not answer (without claiming then: a claim whose reply was lost would strand its
+ * turns until their leases lapse). A try whose reply was lost may have run: a later try then finds
+ * the turn ended and the lease gone, and asks the session who ended the turn, so its own ending is
+ * still reported as applied.
  */
 async function endTurn(
   deps: AgentTurnProcessorDeps,
-  sessionId: string,
-  turnId: string,
+  claimed: ClaimedTurn,
   end: TurnOutcome,
-  logger: Logger,
+  claimNext: () => number,
   events?: TurnEndEvents,
-): Promise<['applied' | 'stale', boolean]> {
+): Promise<FinishResult> {
   const clock = deps.clock ?? Date.now;
+  const { sessionId, turnId, orgId } = claimed;
   const startedAt = clock();
-  let unanswered = false;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const [result, stillLeased] = await Promise.all([
-        deps.store.finishTurn(sessionId, turnId, end, 'worker', events),
-        deps.registration.releaseLease(sessionId, turnId),
-      ]);
-      if (result === 'stale' && unanswered && (await deps.store.endedBy(sessionId, turnId)) === 'worker') {
-        return ['applied', false];
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (attempt === 0) return await deps.scheduler.finish(claimed, end, claimNext(), deps.leaseTtlMs, events);
+        const { result, released } = await deps.store.endTurn(sessionId, turnId, end, { org: orgId, events });
+        if (result === 'stale' && (await deps.store.endedBy(sessionId, turnId)) === 'worker') {
+          return { result: 'applied', stillLeased: false, next: [] };
+        }
+        return { result, stillLeased: released, next: [] };
+      } catch (err) {
+        if (clock() - startedAt >= END_TURN_RETRY_FOR_MS) throw err;
+        if (attempt === 0) {
+          deps.logger.warn('ending the turn failed; trying again', {
+            session_id: sessionId,
+            turn_id: turnId,
+            err: (err as Error).message,
+          });
+        }
+        await sleep(END_RETRY_DELAYS_MS[Math.min(attempt, END_RETRY_DELAYS_MS.length - 1)] as number);
       }
-      return [result, stillLeased];
-    } catch (err) {
-      if (clock() - startedAt >= END_TURN_RETRY_FOR_MS) throw err;
-      unanswered = true;
-      if (attempt === 0) logger.warn('ending the turn failed; trying again', { err: (err as Error).message });
-      await sleep(END_RETRY_DELAYS_MS[Math.min(attempt, END_RETRY_DELAYS_MS.length - 1)] as number);
     }
+  } finally {
+    // Ended, or given up on (left to expire: a reaper ends the turn if nothing else did).
+    deps.registration.forget(sessionId, turnId, orgId);
   }
 }
 
@@ -260,14 +252,7 @@ async function reportCancelled(
   traceId: string | null,
 ): Promise<void> {
   if ((await deps.store.endedBy(turn.session_id, turn.turn_id).catch(() => null)) !== null) return;
-  deps.notifier.notify(turn, {
-    sessionId: turn.session_id,
-    end: { kind: 'error', error: TURN_CANCELLED_ERROR },
-    history,
-    durationMs,
-    totalTokens: 0,
-    traceId,
-  });
+  deps.notifier.notifyCancelled(turn, { history, durationMs, traceId });
 }
 
 /** A child's outcome as the store's turn outcome; response = the last assistant message appended. */

@@ -1,9 +1,7 @@
-import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { AGENT_TURN_QUEUE } from '@tollway/contracts';
 import type { Logger } from '@tollway/service-kit';
 import type { SessionStore } from '../store/session-store';
-import { turnQueuePrefix } from '../store/turn-queue';
+import { TurnScheduler } from '../store/turn-scheduler';
 import { TurnNotifier } from '../webhooks/turn-notifier';
 import { WebhookDelivery } from '../webhooks/webhook-delivery';
 import type { WorkerConfig } from '../worker-config';
@@ -54,12 +52,12 @@ export function createTurnNotifier(
  */
 export function startTurnReaper(config: WorkerConfig, deps: StartTurnReaperDeps): RunningReaper {
   const notifier = deps.notifier ?? createTurnNotifier(config, deps.logger, deps.metrics ?? null);
-  const queue = new Queue(AGENT_TURN_QUEUE, { connection: deps.redis, prefix: turnQueuePrefix(config.redisPrefix) });
   const reaper = new TurnReaper({
-    redis: deps.redis,
-    prefix: config.redisPrefix,
     store: deps.store,
-    queue,
+    scheduler: new TurnScheduler(deps.redis, config.redisPrefix, undefined, {
+      maxEntries: config.eventLogMaxEntries,
+      retentionMs: config.eventLogRetentionMs,
+    }),
     notifier,
     logger: deps.logger,
     intervalMs: config.reaperIntervalMs,
@@ -71,7 +69,6 @@ export function startTurnReaper(config: WorkerConfig, deps: StartTurnReaperDeps)
     async stop() {
       await reaper.stop();
       if (!deps.notifier) await notifier.drain();
-      await queue.close();
     },
   };
 }

@@ -1,31 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { Worker } from 'bullmq';
 import { isWellFormedApiKey } from '@tollway/accounts';
-import { AGENT_TURN_QUEUE } from '@tollway/contracts';
 import { createLogger, createRedis, type Logger } from '@tollway/service-kit';
 import { SessionStore } from '../store/session-store';
 import { TurnEventStreams } from '../streaming/turn-event-stream';
-import { turnQueuePrefix } from '../store/turn-queue';
+import { TurnScheduler } from '../store/turn-scheduler';
 import type { WorkerConfig } from '../worker-config';
 import { createAgentTurnProcessor } from './agent-turn.processor';
 import { ChildPool } from './child-pool';
 import { siblingFile } from './spawn-node';
 import { TurnCancellations } from './turn-cancellations';
+import { TurnDispatcher } from './turn-dispatcher';
 import { createTurnNotifier, startTurnReaper } from './start-reaper';
 import { WorkerRegistration } from './worker-registry';
 import type { WorkerMetrics } from '../observability/session-metrics';
 import type { Tracer } from '@opentelemetry/api';
 
-/**
- * Jobs taken from the queue per agent process: a job fetched ahead waits for a free process (it is
- * not leased, so not counted as running), hiding the queue round trips between turns.
- */
-const JOB_PREFETCH_FACTOR = 2;
 /** Delta text (characters) waiting that makes a turn's events go out before the flush interval. */
 const EVENTS_FLUSH_CHARS = 8192;
-/** On shutdown, turns under way get this long to finish before their processes are killed, in ms. */
-const SHUTDOWN_TURN_GRACE_MS = 5_000;
 
 /** Optional collaborators of startWorker. */
 export interface StartWorkerDeps {
@@ -50,8 +42,9 @@ export function defaultAgentModule(): string {
 }
 
 /**
- * Starts a worker: a pool of `concurrency` agent processes consuming the turn queue, its registry
- * heartbeat, the turn-cancel listener and a reaper. Rejects when the agent module cannot be loaded.
+ * Starts a worker: a pool of `concurrency` agent processes running the turns the fair scheduler
+ * hands out, its registry heartbeat, the turn-cancel listener and a reaper. Rejects when the agent
+ * module cannot be loaded.
  */
 export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = {}): Promise<RunningWorker> {
   const logger = deps.logger ?? createLogger({ service: 'agent-session-worker', level: config.logLevel });
@@ -90,10 +83,12 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   }
 
   const redis = createRedis(config.redisUrl, { name: 'agent-session:worker' });
-  const queueRedis = createRedis(config.redisUrl, { name: 'agent-session:worker-queue', maxRetriesPerRequest: null });
+  // The wait for work blocks its connection; commands never queue behind it.
+  const blocking = createRedis(config.redisUrl, { name: 'agent-session:worker-wait', maxRetriesPerRequest: null });
   const subscriber = createRedis(config.redisUrl, { name: 'agent-session:turn-cancel' });
   const eventLog = { maxEntries: config.eventLogMaxEntries, retentionMs: config.eventLogRetentionMs };
   const store = new SessionStore({ redis, prefix: config.redisPrefix, eventLog });
+  const scheduler = new TurnScheduler(redis, config.redisPrefix, undefined, eventLog);
   const registration = new WorkerRegistration({
     redis,
     prefix: config.redisPrefix,
@@ -116,7 +111,8 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   await registration.heartbeat();
   const heartbeat = setInterval(
     () => {
-      Promise.all([registration.heartbeat(), cancellations.checkDeleted(redis, config.redisPrefix)]).catch(
+      registration.heartbeat().then(
+        (lost) => cancellations.cancelLost(lost),
         (err: unknown) => logger.warn('worker heartbeat failed', { err: (err as Error).message }),
       );
     },
@@ -128,50 +124,49 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
 
   const processor = createAgentTurnProcessor({
     store,
+    scheduler,
     pool,
     registration,
     cancellations,
     notifier,
     logger,
     turnTimeoutMs: config.turnTimeoutMs,
+    leaseTtlMs: config.leaseTtlMs,
     metrics,
     tracer: deps.tracer ?? null,
     streams,
   });
-  const worker = new Worker(AGENT_TURN_QUEUE, processor, {
-    connection: queueRedis,
-    prefix: turnQueuePrefix(config.redisPrefix),
-    concurrency: config.concurrency * JOB_PREFETCH_FACTOR,
-    // A turn never runs twice: a job whose lock lapsed (its worker died) is failed, not retried,
-    // and the reaper ends its turn in error.
-    maxStalledCount: 0,
-    stalledInterval: config.stalledIntervalMs,
-    lockDuration: config.jobLockDurationMs,
+  const dispatcher = new TurnDispatcher({
+    scheduler,
+    blocking,
+    concurrency: config.concurrency,
+    leaseTtlMs: config.leaseTtlMs,
+    process: processor,
+    logger,
   });
-  worker.on('error', (err) => logger.error('turn queue error', { err: err.message }));
-  worker.on('failed', (job, err) => logger.warn('turn job failed', { job_id: job?.id, err: err.message }));
+  dispatcher.start();
   logger.info('worker started', { worker_id: workerId, concurrency: config.concurrency, agent_module: agentModule });
 
   let closing: Promise<void> | null = null;
   const close = () =>
     (closing ??= (async () => {
       await reaper.stop();
+      await dispatcher.stop();
       pool.stopReserving();
-      const closed = worker.close();
       let graceTimer: NodeJS.Timeout | undefined;
       const graceful = await Promise.race([
-        closed.then(() => true),
-        new Promise<false>((resolve) => (graceTimer = setTimeout(() => resolve(false), SHUTDOWN_TURN_GRACE_MS))),
+        dispatcher.drained().then(() => true),
+        new Promise<false>((resolve) => (graceTimer = setTimeout(() => resolve(false), config.shutdownGraceMs))),
       ]);
       clearTimeout(graceTimer);
       if (!graceful) logger.warn('turns still running at shutdown are ended in error');
       await pool.close();
-      await closed;
+      await dispatcher.drained();
       clearInterval(heartbeat);
       await registration.deregister().catch(() => undefined);
       await notifier.drain();
       await cancellations.close();
-      await Promise.all([redis.quit(), queueRedis.quit()]);
+      await redis.quit();
     })());
   return { workerId, close };
 }

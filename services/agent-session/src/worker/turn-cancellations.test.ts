@@ -1,13 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createLogger } from '@tollway/service-kit';
-import { SessionStore, turnCancelChannel } from '../store/session-store';
+import { turnCancelChannel } from '../store/session-store';
 import { TurnCancellations } from './turn-cancellations';
 
 const prefix = `test-${randomUUID()}:`;
 const redis = new Redis('redis://127.0.0.1:6379');
 const subscriber = new Redis('redis://127.0.0.1:6379');
-const store = new SessionStore({ redis, prefix });
 let cancellations: TurnCancellations;
 
 beforeAll(async () => {
@@ -33,12 +32,10 @@ it('aborts a held turn named on the cancel channel, and only that one', async ()
   cancellations.untrack('turn-b');
 });
 
-it('cancels held turns whose session is gone even when no cancel message arrived', async () => {
-  const live = randomUUID();
-  expect(await store.create(live, null, [], { maxSessions: 100, maxHistoryBytes: 1 << 20 })).toBe('created');
-  const kept = cancellations.track('turn-live', live);
+it('cancels the held turns the heartbeat reports lost, and only those', async () => {
+  const kept = cancellations.track('turn-live', randomUUID());
   const gone = cancellations.track('turn-gone', randomUUID());
-  await cancellations.checkDeleted(redis, prefix);
+  cancellations.cancelLost([{ turnId: 'turn-gone' }, { turnId: 'turn-not-held' }]);
   expect(gone.aborted).toBe(true);
   expect(kept.aborted).toBe(false);
   cancellations.untrack('turn-live');

@@ -1,14 +1,13 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '@tollway/service-kit';
-import { sessionKeys } from '../store/session-keys';
 import { turnCancelChannel } from '../store/session-store';
 
 /**
  * Listens on the turn-cancel channel (`{ session_id, turn_id }` JSON, published when a session is
- * deleted while it runs) and aborts the controller of a turn this worker holds. A turn is tracked
- * from before its context is read, so a deletion racing the start is never missed. Pub/sub is
- * at-most-once (a message published while the subscriber reconnects is lost), so `checkDeleted`,
- * run with every heartbeat, also cancels held turns whose session no longer exists.
+ * deleted while it runs) and aborts the controller of a turn this worker holds. Pub/sub is
+ * at-most-once (a message published while the subscriber reconnects is lost), so the heartbeat also
+ * reports held turns whose session no longer exists (or whose lease a reaper took), and
+ * `cancelLost` stops them.
  */
 export class TurnCancellations {
   private readonly held = new Map<string, { sessionId: string; controller: AbortController }>();
@@ -36,19 +35,12 @@ export class TurnCancellations {
     return controller.signal;
   }
 
-  /** Cancels every held turn whose session is gone (deleted while a cancel message was lost). */
-  async checkDeleted(redis: Redis, prefix: string): Promise<void> {
-    const held = [...this.held.entries()];
-    if (held.length === 0) return;
-    const keys = sessionKeys(prefix);
-    const pipeline = redis.pipeline();
-    for (const [, turn] of held) pipeline.exists(keys.session(turn.sessionId));
-    const results = (await pipeline.exec()) ?? [];
-    held.forEach(([turnId, turn], i) => {
-      if (results[i]?.[0] === null && results[i]?.[1] === 0 && !turn.controller.signal.aborted) {
-        this.cancel(turnId, 'session gone');
-      }
-    });
+  /** Cancels the held turns the heartbeat found without their session or their lease. */
+  cancelLost(turns: ReadonlyArray<{ turnId: string }>): void {
+    for (const { turnId } of turns) {
+      const turn = this.held.get(turnId);
+      if (turn && !turn.controller.signal.aborted) this.cancel(turnId, 'session or lease gone');
+    }
   }
 
   /** Stops tracking a turn. */

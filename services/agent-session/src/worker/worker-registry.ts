@@ -1,17 +1,18 @@
 import type { Redis } from 'ioredis';
 import { luaScript } from '@tollway/accounts';
+import { sessionKeyBase, sessionKeys, schedulerOrg } from '../store/session-keys';
 
 /**
- * Cluster-wide bookkeeping of live workers and the turns they run, in Redis:
+ * Cluster-wide bookkeeping of live workers and the turns they execute, in Redis (under the
+ * session service's `{sessions}` hash tag, beside the scheduler that hands the turns out):
  *
- * - `{workers}:live`         ZSET worker id → expiry (ms); a worker heartbeats its entry.
- * - `{workers}:concurrency`  HASH worker id → configured concurrency.
- * - `{workers}:leases`       ZSET `<session_id>:<turn_id>` → lease expiry (ms); one per executing turn,
- *                            heartbeated by the worker that runs it. An expired lease is an orphaned turn.
- * - `{workers}:lease-jobs`   HASH lease member → the turn's job JSON, so a reaper can still send its webhook.
+ * - `workers`       ZSET worker id → expiry (ms); a worker heartbeats its entry.
+ * - `worker-slots`  HASH worker id → configured concurrency.
+ * - `leases`        ZSET `<session_id>:<turn_id>:<org>` → lease expiry (ms); one per executing turn,
+ *                   taken by the claim that hands the turn out, heartbeated by the worker that runs
+ *                   it, removed by the step that ends it. An expired lease is an orphaned turn.
  *
- * All keys share the `{workers}` hash tag so each script touches one Redis Cluster slot, and every
- * expiry is measured with the Redis server's clock (`TIME`), so workers on different hosts agree.
+ * Every expiry is measured with the Redis server's clock (`TIME`), so workers on different hosts agree.
  */
 
 /** Live-worker totals reported by `GET /health`. */
@@ -22,34 +23,10 @@ export interface WorkerStats {
   runningWorkers: number;
 }
 
-/** One turn whose lease expired: the worker that ran it is gone. */
-export interface OrphanedTurn {
-  sessionId: string;
-  turnId: string;
-  /** The job JSON stored with the lease, or null when none was stored. */
-  jobJson: string | null;
-}
-
-interface RegistryKeys {
-  live: string;
-  concurrency: string;
-  leases: string;
-  leaseJobs: string;
-}
-
-function registryKeys(prefix: string): RegistryKeys {
-  return {
-    live: `${prefix}{workers}:live`,
-    concurrency: `${prefix}{workers}:concurrency`,
-    leases: `${prefix}{workers}:leases`,
-    leaseJobs: `${prefix}{workers}:lease-jobs`,
-  };
-}
-
 const NOW_MS = `local t = redis.call('TIME'); local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
 /**
- * KEYS: live, concurrency, leases. ARGV: none.
+ * KEYS: workers, worker-slots, leases. ARGV: none.
  * Drops expired workers, then returns { sum of live concurrency, count of unexpired leases }.
  */
 const READ_STATS = luaScript(
@@ -70,20 +47,29 @@ return { total, redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf') }`,
 );
 
 /**
- * KEYS: live, concurrency, leases. ARGV: worker id, concurrency, ttl ms, lease members...
+ * KEYS: workers, worker-slots, leases. ARGV: worker id, concurrency, ttl ms, key base, lease members...
  * Registers or refreshes the worker and pushes the expiry of each of its leases that still exists.
+ * Returns the members whose lease is gone (a reaper took it) or whose session is (deleted while a
+ * cancel message was lost), for the worker to stop them.
  */
 const HEARTBEAT = luaScript(
   `${NOW_MS}
 local ttl = tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-for i = 4, #ARGV do redis.call('ZADD', KEYS[3], 'XX', now + ttl, ARGV[i]) end
-return 1`,
+local lost = {}
+for i = 5, #ARGV do
+  local member = ARGV[i]
+  -- CH counts a changed score: 0 means gone, or (rarely) renewed to the same millisecond.
+  local renewed = redis.call('ZADD', KEYS[3], 'XX', 'CH', now + ttl, member) == 1 or redis.call('ZSCORE', KEYS[3], member)
+  local sid = string.sub(member, 1, string.find(member, ':', 1, true) - 1)
+  if not renewed or redis.call('EXISTS', ARGV[4] .. 's:' .. sid) == 0 then lost[#lost + 1] = member end
+end
+return lost`,
   'worker_heartbeat',
 );
 
-/** KEYS: live, concurrency. ARGV: worker id. Removes the worker at once (orderly shutdown). */
+/** KEYS: workers, worker-slots. ARGV: worker id. Removes the worker at once (orderly shutdown). */
 const DEREGISTER = luaScript(
   `redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
@@ -91,74 +77,16 @@ return 1`,
   'worker_deregister',
 );
 
-/** KEYS: leases, lease-jobs. ARGV: member, ttl ms, job JSON. Takes a lease on one executing turn. */
-const ACQUIRE_LEASE = luaScript(
-  `${NOW_MS}
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-return 1`,
-  'lease_acquire',
-);
-
-/** KEYS: leases, lease-jobs. ARGV: member. Releases a lease; returns 1 if this call removed it. */
-const RELEASE_LEASE = luaScript(
-  `local removed = redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-return removed`,
-  'lease_release',
-);
-
-/**
- * KEYS: leases, lease-jobs. ARGV: limit.
- * Claims up to `limit` expired leases: removes them and returns { member, job JSON or false, ... }.
- * Atomic, so of several reapers exactly one claims each orphan.
- */
-const CLAIM_EXPIRED = luaScript(
-  `${NOW_MS}
-local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
-local out = {}
-for _, m in ipairs(members) do
-  redis.call('ZREM', KEYS[1], m)
-  local job = redis.call('HGET', KEYS[2], m)
-  redis.call('HDEL', KEYS[2], m)
-  table.insert(out, m)
-  table.insert(out, job)
-end
-return out`,
-  'lease_claim',
-);
-
-function leaseMember(sessionId: string, turnId: string): string {
-  return `${sessionId}:${turnId}`;
+/** The lease member of a turn: `<session id>:<turn id>:<org>` (org '' without auth). */
+export function leaseMember(sessionId: string, turnId: string, orgId: string | null): string {
+  return `${sessionId}:${turnId}:${schedulerOrg(orgId)}`;
 }
 
 /** Reads the cluster-wide worker totals for `/health`; also drops workers whose heartbeat expired. */
 export async function readWorkerStats(redis: Redis, prefix: string): Promise<WorkerStats> {
-  const keys = registryKeys(prefix);
-  const reply = (await READ_STATS.run(redis, [keys.live, keys.concurrency, keys.leases], [])) as [number, number];
+  const keys = sessionKeys(prefix);
+  const reply = (await READ_STATS.run(redis, [keys.workers, keys.workerSlots, keys.leases], [])) as [number, number];
   return { maxWorkers: Number(reply[0]), runningWorkers: Number(reply[1]) };
-}
-
-/** Whether a lease (live or expired but not yet reaped) exists for the turn. */
-export async function hasTurnLease(redis: Redis, prefix: string, sessionId: string, turnId: string): Promise<boolean> {
-  return (await redis.zscore(registryKeys(prefix).leases, leaseMember(sessionId, turnId))) !== null;
-}
-
-/** Claims up to `limit` (default 100) orphaned turns whose lease expired; each is returned to one caller only. */
-export async function claimExpiredLeases(redis: Redis, prefix: string, limit = 100): Promise<OrphanedTurn[]> {
-  const keys = registryKeys(prefix);
-  const reply = (await CLAIM_EXPIRED.run(redis, [keys.leases, keys.leaseJobs], [limit])) as (string | null)[];
-  const orphans: OrphanedTurn[] = [];
-  for (let i = 0; i < reply.length; i += 2) {
-    const member = String(reply[i]);
-    const sep = member.indexOf(':');
-    orphans.push({
-      sessionId: member.slice(0, sep),
-      turnId: member.slice(sep + 1),
-      jobJson: typeof reply[i + 1] === 'string' ? (reply[i + 1] as string) : null,
-    });
-  }
-  return orphans;
 }
 
 /** Options of a WorkerRegistration. */
@@ -172,58 +100,56 @@ export interface WorkerRegistrationOptions {
   ttlMs: number;
 }
 
+/** A turn held by this worker whose lease or session is gone. */
+export interface LostTurn {
+  sessionId: string;
+  turnId: string;
+}
+
 /**
  * One worker's presence in the registry: register, heartbeat (itself and the leases of the turns
- * it runs), take and release per-turn leases, deregister on shutdown.
+ * it runs), deregister on shutdown. The leases themselves are taken by the claim that hands a turn
+ * out and removed by the step that ends it (see TurnScheduler); this keeps them alive meanwhile.
  */
 export class WorkerRegistration {
-  private readonly keys: RegistryKeys;
+  private readonly keys: ReturnType<typeof sessionKeys>;
+  private readonly base: string;
   private readonly held = new Set<string>();
 
   constructor(private readonly options: WorkerRegistrationOptions) {
-    this.keys = registryKeys(options.prefix);
-  }
-
-  /** Registers the worker and refreshes its leases; call every fraction of `ttlMs`. */
-  async heartbeat(): Promise<void> {
-    const { redis, workerId, concurrency, ttlMs } = this.options;
-    await HEARTBEAT.run(
-      redis,
-      [this.keys.live, this.keys.concurrency, this.keys.leases],
-      [workerId, concurrency, ttlMs, ...this.held],
-    );
-  }
-
-  /** Takes the lease of a turn this worker starts executing; `jobJson` lets a reaper send its webhook. */
-  async acquireLease(sessionId: string, turnId: string, jobJson: string): Promise<void> {
-    const member = leaseMember(sessionId, turnId);
-    this.held.add(member);
-    await ACQUIRE_LEASE.run(
-      this.options.redis,
-      [this.keys.leases, this.keys.leaseJobs],
-      [member, this.options.ttlMs, jobJson],
-    );
+    this.keys = sessionKeys(options.prefix);
+    this.base = sessionKeyBase(options.prefix);
   }
 
   /**
-   * Releases a turn's lease; false when a reaper had already claimed it. The heartbeat renews it
-   * until the release is done: a release that failed (Redis unreachable) leaves the lease renewed,
-   * not left to expire and be taken by a reaper while the turn still ends.
+   * Registers the worker and refreshes its leases; call every fraction of `ttlMs`. Returns the held
+   * turns whose lease a reaper took or whose session is gone.
    */
-  async releaseLease(sessionId: string, turnId: string): Promise<boolean> {
-    const member = leaseMember(sessionId, turnId);
-    const removed = await RELEASE_LEASE.run(this.options.redis, [this.keys.leases, this.keys.leaseJobs], [member]);
-    this.held.delete(member);
-    return Number(removed) === 1;
+  async heartbeat(): Promise<LostTurn[]> {
+    const { redis, workerId, concurrency, ttlMs } = this.options;
+    const lost = (await HEARTBEAT.run(
+      redis,
+      [this.keys.workers, this.keys.workerSlots, this.keys.leases],
+      [workerId, concurrency, ttlMs, this.base, ...this.held],
+    )) as string[];
+    return lost.map((member) => {
+      const [sessionId = '', turnId = ''] = member.split(':');
+      return { sessionId, turnId };
+    });
   }
 
-  /** Stops renewing a turn's lease without releasing it (it expires; a reaper takes it). */
-  forgetLease(sessionId: string, turnId: string): void {
-    this.held.delete(leaseMember(sessionId, turnId));
+  /** Renews the lease of a turn this worker claimed with every heartbeat, until `forget`. */
+  hold(sessionId: string, turnId: string, orgId: string | null): void {
+    this.held.add(leaseMember(sessionId, turnId, orgId));
+  }
+
+  /** Stops renewing a turn's lease (ended, or left to expire so a reaper takes it). */
+  forget(sessionId: string, turnId: string, orgId: string | null): void {
+    this.held.delete(leaseMember(sessionId, turnId, orgId));
   }
 
   /** Removes the worker from the registry (orderly shutdown); its leases, if any, expire normally. */
   async deregister(): Promise<void> {
-    await DEREGISTER.run(this.options.redis, [this.keys.live, this.keys.concurrency], [this.options.workerId]);
+    await DEREGISTER.run(this.options.redis, [this.keys.workers, this.keys.workerSlots], [this.options.workerId]);
   }
 }

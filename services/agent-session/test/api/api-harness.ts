@@ -2,12 +2,14 @@ import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
+import { accountKeys, createAccountStore, createKeyAuthenticator, type KeyAuthenticator } from '@tollway/accounts';
 import { closeServer, createLogger, listen } from '@tollway/service-kit';
 import { buildApp, type AppDeps } from '../../src/app';
 import { readWorkerStats } from '../../src/worker/worker-registry';
 import { SessionEventHub } from '../../src/store/session-event-hub';
 import { SessionStore } from '../../src/store/session-store';
-import { TurnQueueProducer } from '../../src/store/turn-queue';
+import { OrganizationLimits } from '../../src/store/organization-limits';
+import { TurnScheduler } from '../../src/store/turn-scheduler';
 import { EventReaderHub, type EventReaderHubOptions } from '../../src/streaming/event-reader-hub';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
@@ -21,7 +23,8 @@ export interface ApiReplica {
   events: EventReaderHub | null;
   /** The hub's blocking-read connection. */
   eventReader: Redis | null;
-  turnQueue: TurnQueueProducer;
+  /** The scheduler's reads and steps on this replica's connection (tests play workers with it). */
+  scheduler: TurnScheduler;
   redis: Redis;
   subscriber: Redis;
   /** Every Redis connection of this replica is named `<connectionTag>:<role>` (see CLIENT LIST). */
@@ -39,7 +42,8 @@ export type ReplicaOptions = ReplicaConnection &
       | 'maxHistoryBytes'
       | 'allowCustomIds'
       | 'clock'
-      | 'turnQueue'
+      | 'limits'
+      | 'notifier'
       | 'metricsRegistry'
       | 'accessLog'
     >
@@ -65,11 +69,16 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
   const url = options.redisUrl ?? REDIS_URL;
   const redis = new Redis(url, { connectionName: `${connectionTag}:api` });
   const subscriber = new Redis(url, { connectionName: `${connectionTag}:events`, maxRetriesPerRequest: null });
-  const queueConnection = new Redis(url, { connectionName: `${connectionTag}:queue` });
   const store = new SessionStore({ redis, prefix, clock: options.clock });
   const hub = new SessionEventHub(subscriber, prefix);
   await hub.start();
-  const turnQueue = new TurnQueueProducer(queueConnection, prefix);
+  const limits =
+    options.limits ??
+    new OrganizationLimits({
+      redis,
+      prefix,
+      defaults: { maxSessions: 0, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 },
+    });
   const reader = options.events
     ? // As main-api.ts makes it: a read the connection lost is not sent again (the hub reads again).
       new Redis(url, {
@@ -96,7 +105,8 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
     store,
     hub,
     events,
-    turnQueue: options.turnQueue ?? turnQueue,
+    limits,
+    notifier: options.notifier,
     authenticator: options.authenticator ?? null,
     workerStats: () => readWorkerStats(redis, prefix),
     logger: createLogger({ service: 'agent-session-test', silent: true }),
@@ -114,7 +124,7 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
     hub,
     events,
     eventReader: reader,
-    turnQueue,
+    scheduler: new TurnScheduler(redis, prefix, options.clock),
     redis,
     subscriber,
     connectionTag,
@@ -122,8 +132,7 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
       hub.close();
       await events?.close();
       await reader?.quit();
-      await turnQueue.close().catch(() => undefined);
-      await Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit().catch(() => undefined)]);
+      await Promise.all([redis.quit(), subscriber.quit()]);
     },
   };
 }
@@ -165,4 +174,58 @@ export async function keysUnder(redis: Redis, prefix: string): Promise<string[]>
     cursor = next;
   } while (cursor !== '0');
   return found.sort();
+}
+
+/** An API replica with authentication on and each organization's limits read from its record. */
+export interface AuthedReplica {
+  api: ApiReplica;
+  /** A connection of the test's own. */
+  redis: Redis;
+  limits: OrganizationLimits;
+  authenticator: KeyAuthenticator;
+  /**
+   * A new organization and one of its keys (`auth`, the Authorization header); `fields` are written
+   * to its record as the admin API writes its limits (`limit_sessions`, `limit_running_turns`, …).
+   */
+  organization(fields?: Record<string, string>): Promise<{ orgId: string; auth: string }>;
+  close(): Promise<void>;
+}
+
+/** Starts an AuthedReplica on `prefix` (the service's defaults: no limit of an organization's own). */
+export async function startAuthedReplica(prefix: string, options: ReplicaOptions = {}): Promise<AuthedReplica> {
+  const redis = new Redis(REDIS_URL);
+  const subscriber = new Redis(REDIS_URL, { maxRetriesPerRequest: null });
+  const authenticator = createKeyAuthenticator({ redis, prefix });
+  await authenticator.ready();
+  const limits = new OrganizationLimits({
+    redis,
+    prefix,
+    subscriber,
+    defaults: { maxSessions: 0, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 },
+  });
+  await limits.start();
+  const api = await startReplica(prefix, { authenticator, limits, maxSessions: 1000, ...options });
+  const accounts = createAccountStore({ redis, prefix });
+  return {
+    api,
+    redis,
+    limits,
+    authenticator,
+    async organization(fields = {}) {
+      const org = await accounts.createOrganization({
+        name: 'test',
+        budgets: { requests: 100, input_tokens: 1000, output_tokens: 1000 },
+        credit: 1,
+      });
+      if (Object.keys(fields).length > 0) await redis.hset(accountKeys(prefix).org(org.id), fields);
+      return { orgId: org.id, auth: `Bearer ${(await accounts.createKey(org.id))!.key}` };
+    },
+    async close() {
+      limits.close();
+      await authenticator.close();
+      await api.close();
+      subscriber.disconnect();
+      await redis.quit();
+    },
+  };
 }

@@ -1,29 +1,30 @@
-import { Queue } from 'bullmq';
 import request from 'supertest';
-import { AGENT_TURN_QUEUE, AgentTurnJob, MessageResponse } from '@tollway/contracts';
-import { turnQueuePrefix, TurnQueueProducer } from '../../src/store/turn-queue';
-import type { TurnQueue } from '../../src/api/route-deps';
-import { JOB_LOST_ERROR } from '../../src/worker/turn-reaper';
-import { Redis } from 'ioredis';
+import { AgentTurnJob, MessageResponse } from '@tollway/contracts';
+import { sessionKeys } from '../../src/store/session-keys';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from './api-harness';
 
 const prefix = testPrefix();
 let api: ApiReplica;
-let queue: Queue;
 
 beforeAll(async () => {
   api = await startReplica(prefix);
-  queue = new Queue(AGENT_TURN_QUEUE, {
-    connection: { host: '127.0.0.1', port: 6379 },
-    prefix: turnQueuePrefix(prefix),
-  });
 });
 
 afterAll(async () => {
-  await queue.close();
   await api.close();
   await deleteKeys(prefix);
 });
+
+/** The turns waiting in the queue of the sessions made without auth, as `<session id>:<turn id>`. */
+async function queued(replica: ApiReplica, keyPrefix: string): Promise<string[]> {
+  const entries = await replica.redis.lrange(sessionKeys(keyPrefix).queue(null), 0, -1);
+  return entries.map((entry) => entry.slice(0, entry.indexOf('|')));
+}
+
+/** The id of the turn `id` runs (null when it runs none). */
+async function runningTurn(replica: ApiReplica, id: string): Promise<string> {
+  return (await replica.store.get(id, null))?.turnId ?? '';
+}
 
 async function newSession(state?: Array<{ role: string; content: string }>): Promise<string> {
   return (
@@ -34,7 +35,7 @@ async function newSession(state?: Array<{ role: string; content: string }>): Pro
 }
 
 describe('POST /sessions/{id}/messages', () => {
-  it('accepts: 202, Location, running, the message in the history and one job on the queue', async () => {
+  it('accepts: 202, Location, running, the message in the history and its turn queued with its job', async () => {
     const id = await newSession([{ role: 'user', content: 'earlier' }]);
     const body = {
       content: 'hello',
@@ -54,19 +55,19 @@ describe('POST /sessions/{id}/messages', () => {
       { role: 'user', content: 'hello' },
     ]);
 
-    const running = (await api.store.listRunningTurns()).find((t) => t.sessionId === id);
-    expect(running).toBeDefined();
-    const job = await queue.getJob(running!.turnId);
-    expect(job).toBeDefined();
-    const payload = AgentTurnJob.parse(job!.data);
-    expect(payload).toMatchObject({ session_id: id, turn_id: running!.turnId, org_id: null });
+    const turnId = await runningTurn(api, id);
+    expect(await queued(api, prefix)).toContain(`${id}:${turnId}`);
+    const payload = AgentTurnJob.parse(
+      JSON.parse((await api.redis.hget(sessionKeys(prefix).session(id), 'job')) ?? ''),
+    );
+    expect(payload).toMatchObject({ session_id: id, turn_id: turnId, org_id: null });
+    // The content is in the history only, not again in the job.
     expect(payload.message).toMatchObject({
-      content: 'hello',
+      content: null,
       role: 'user',
       user_params: { model: 'm' },
       webhook: { url: 'http://127.0.0.1:9/hook', token: 't', include_messages: false },
     });
-    expect(job!.opts.attempts).toBe(1);
   });
 
   it('keeps tool fields and base64_image in the history', async () => {
@@ -107,7 +108,7 @@ describe('POST /sessions/{id}/messages', () => {
     expect(statuses.filter((s) => s === 202)).toHaveLength(1);
     expect(statuses.filter((s) => s === 409)).toHaveLength(24);
     expect((await request(api.app).get(`/sessions/${id}/messages`)).body).toHaveLength(1);
-    expect((await queue.getJobs(['waiting'])).filter((job) => job.data.session_id === id)).toHaveLength(1);
+    expect((await queued(api, prefix)).filter((entry) => entry.startsWith(`${id}:`))).toHaveLength(1);
   });
 
   it.each([
@@ -138,71 +139,6 @@ describe('POST /sessions/{id}/messages', () => {
       .send('{"content":');
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_json');
-  });
-
-  it('answers 503 and leaves the session in error (accepting a new message) when the queue is unreachable', async () => {
-    const deadConnection = new Redis('redis://127.0.0.1:6379');
-    const deadQueue = new TurnQueueProducer(deadConnection, prefix);
-    await deadQueue.close();
-    await deadConnection.quit();
-    const broken = await startReplica(prefix, { turnQueue: deadQueue });
-    try {
-      const id = (await request(broken.app).post('/sessions')).body.session_id as string;
-      const res = await request(broken.app).post(`/sessions/${id}/messages`).send({ content: 'lost?' });
-      expect(res.status).toBe(503);
-      expect(res.body.error.code).toBe('turn_not_queued');
-      const session = await request(broken.app).get(`/sessions/${id}`);
-      expect(session.body).toMatchObject({ status: 'error', error: expect.stringContaining('could not be queued') });
-      expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
-    } finally {
-      await broken.close();
-    }
-  });
-
-  /** Sends one message through a replica whose queue is `enqueue` around its real one (closed after). */
-  async function sendWithQueue(
-    enqueue: (job: AgentTurnJob, real: TurnQueue) => Promise<void>,
-    content: string,
-  ): Promise<{ id: string; res: request.Response }> {
-    const held: { real?: TurnQueue } = {};
-    const replica = await startReplica(prefix, { turnQueue: { enqueue: (job) => enqueue(job, held.real!) } });
-    held.real = replica.turnQueue;
-    try {
-      const id = (await request(replica.app).post('/sessions')).body.session_id as string;
-      return { id, res: await request(replica.app).post(`/sessions/${id}/messages`).send({ content }) };
-    } finally {
-      await replica.close();
-    }
-  }
-
-  it('answers 503 when the process stalled so long that a reaper ended the turn before its job was added', async () => {
-    // The API stopped (SIGSTOP, a long GC) between the start script and the job: past the lease
-    // TTL a reaper finds a running turn without a job and ends it. The job added after is stale, so
-    // a 202 would promise a turn no worker will run.
-    const { id, res } = await sendWithQueue(async (job, real) => {
-      await api.store.finishTurn(job.session_id, job.turn_id, { kind: 'error', error: JOB_LOST_ERROR });
-      await new Promise((resolve) => setTimeout(resolve, 1100));
-      await real.enqueue(job);
-    }, 'reaped?');
-    expect(res.status).toBe(503);
-    expect(res.body.error.code).toBe('turn_not_queued');
-    expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
-  });
-
-  it('answers 202 when the queue reported an error but a worker took the turn all the same', async () => {
-    // A reply lost to a timeout: the job reached the queue, and a worker ran the turn before the
-    // API heard of the error. A 503 would tell the client to send again a message already answered.
-    const { id, res } = await sendWithQueue(async (job, real) => {
-      await real.enqueue(job);
-      await api.store.finishTurn(job.session_id, job.turn_id, {
-        kind: 'success',
-        response: { role: 'assistant', content: 'done' },
-        append: [{ role: 'assistant', content: 'done' }],
-      });
-      throw new Error('Command timed out');
-    }, 'answered?');
-    expect(res.status).toBe(202);
-    expect((await request(api.app).get(`/sessions/${id}`)).body).toMatchObject({ status: 'idle' });
   });
 });
 
@@ -238,8 +174,9 @@ describe('the history limit (--max-history-bytes)', () => {
       .send({ content: 'y'.repeat(1500) });
     expect(first.status).toBe(202);
     // The turn ends (no worker here) as a failed turn: its message stays and still counts.
-    const turn = (await small.store.listRunningTurns()).find((t) => t.sessionId === id);
-    expect(await small.store.finishTurn(id, turn?.turnId ?? '', { kind: 'error', error: 'x' })).toBe('applied');
+    expect(await small.store.finishTurn(id, await runningTurn(small, id), { kind: 'error', error: 'x' })).toBe(
+      'applied',
+    );
     const second = await request(small.app)
       .post(`/sessions/${id}/messages`)
       .send({ content: 'z'.repeat(1500) });
@@ -257,8 +194,7 @@ describe('transitions driven by the end of a turn', () => {
   async function startTurn(): Promise<{ id: string; turnId: string }> {
     const id = await newSession([{ role: 'user', content: 'before' }]);
     expect((await request(api.app).post(`/sessions/${id}/messages`).send({ content: 'q' })).status).toBe(202);
-    const turn = (await api.store.listRunningTurns()).find((t) => t.sessionId === id);
-    return { id, turnId: turn!.turnId };
+    return { id, turnId: await runningTurn(api, id) };
   }
 
   it('running → idle on success: response populated, messages appended', async () => {
@@ -318,22 +254,39 @@ describe('transitions driven by the end of a turn', () => {
   });
 
   it('any → removed by DELETE while running: the cancellation is published and a late result is discarded', async () => {
-    const { id, turnId } = await startTurn();
-    const listener = api.subscriber.duplicate();
-    const cancelled = new Promise<string>((resolve) =>
-      listener.on('message', (_channel, message: string) => resolve(message)),
-    );
-    await listener.subscribe(`${prefix}turn-cancel`);
+    // A replica of its own, so the turn a worker claims here is this test's.
+    const ownPrefix = testPrefix();
+    const own = await startReplica(ownPrefix);
+    const listener = own.subscriber.duplicate();
     try {
-      expect((await request(api.app).delete(`/sessions/${id}`)).status).toBe(204);
-      expect(JSON.parse(await cancelled)).toEqual({ session_id: id, turn_id: turnId });
+      const id = (await request(own.app).post('/sessions')).body.session_id as string;
+      expect((await request(own.app).post(`/sessions/${id}/messages`).send({ content: 'q' })).status).toBe(202);
+      const [claimed] = await own.scheduler.claim(1, 10_000);
+      expect(claimed?.sessionId).toBe(id);
+      const cancelled = new Promise<string>((resolve) =>
+        listener.on('message', (_channel, message: string) => resolve(message)),
+      );
+      await listener.subscribe(`${ownPrefix}turn-cancel`);
+      expect((await request(own.app).delete(`/sessions/${id}`)).status).toBe(204);
+      expect(JSON.parse(await cancelled)).toEqual({ session_id: id, turn_id: claimed!.turnId });
       const late = { role: 'assistant' as const, content: 'late' };
-      expect(await api.store.finishTurn(id, turnId, { kind: 'success', append: [late], response: late })).toBe('stale');
-      expect(await api.store.getTurnContext(id, turnId)).toBeNull();
-      expect((await request(api.app).get(`/sessions/${id}`)).status).toBe(404);
-      expect((await api.store.listRunningTurns()).some((t) => t.sessionId === id)).toBe(false);
+      expect(
+        await own.scheduler.finish(claimed!, { kind: 'success', append: [late], response: late }, 0, 10_000),
+      ).toMatchObject({ result: 'stale', stillLeased: true });
+      expect((await request(own.app).get(`/sessions/${id}`)).status).toBe(404);
+      expect(await own.scheduler.counts()).toEqual({ waiting: 0, active: 0 });
     } finally {
       await listener.quit();
+      await own.close();
+      await deleteKeys(ownPrefix);
     }
+  });
+
+  it('any → removed by DELETE while its turn waits: the turn leaves the queue and never runs', async () => {
+    const { id, turnId } = await startTurn();
+    expect(await queued(api, prefix)).toContain(`${id}:${turnId}`);
+    expect((await request(api.app).delete(`/sessions/${id}`)).status).toBe(204);
+    expect(await queued(api, prefix)).not.toContain(`${id}:${turnId}`);
+    expect(await api.redis.hget(sessionKeys(prefix).session(id), 'job')).toBeNull();
   });
 });

@@ -112,6 +112,8 @@ it('cancels the running turn of a deleted organization’s session, as DELETE do
     .set('authorization', `Bearer ${gone.key}`)
     .send({ content: 'run' });
   expect(sent.status).toBe(202);
+  // A worker has the turn: the deletion tells it to stop.
+  expect((await api.scheduler.claim(1, 60_000, false))[0]?.sessionId).toBe(sessionId);
   const cancels = new Redis('redis://127.0.0.1:6379');
   const cancelled: unknown[] = [];
   cancels.on('message', (_channel, message: string) => cancelled.push(JSON.parse(message)));

@@ -6,7 +6,8 @@ import type { Redis } from 'ioredis';
 import { buildApp } from '../../src/app';
 import { SessionEventHub } from '../../src/store/session-event-hub';
 import { SessionStore } from '../../src/store/session-store';
-import { TurnQueueProducer } from '../../src/store/turn-queue';
+import { OrganizationLimits } from '../../src/store/organization-limits';
+import { TurnScheduler } from '../../src/store/turn-scheduler';
 import { readWorkerStats } from '../../src/worker/worker-registry';
 import { createMetricsRegistry } from '@tollway/telemetry';
 import { registerApiMetrics } from '../../src/observability/session-metrics';
@@ -19,7 +20,6 @@ const prefix = 'outage:';
 let redisServer: PrivateRedis;
 let connections: Redis[];
 let hub: SessionEventHub;
-let turnQueue: TurnQueueProducer;
 let server: Server;
 let baseUrl: string;
 
@@ -27,17 +27,16 @@ beforeAll(async () => {
   redisServer = await startPrivateRedis();
   const redis = createRedis(redisServer.url, { name: 'outage-api', failFast: true });
   const subscriber = createRedis(redisServer.url, { name: 'outage-events', maxRetriesPerRequest: null });
-  const queue = createRedis(redisServer.url, { name: 'outage-queue', failFast: true });
-  connections = [redis, subscriber, queue];
+  connections = [redis, subscriber];
   for (const connection of connections) connection.on('error', () => undefined);
   const store = new SessionStore({ redis, prefix });
   hub = new SessionEventHub(subscriber, prefix);
   await hub.start();
-  turnQueue = new TurnQueueProducer(queue, prefix);
+  const scheduler = new TurnScheduler(redis, prefix);
   const registry = createMetricsRegistry('outage-test');
   registerApiMetrics(registry, {
     sessionsByStatus: () => store.countByStatus(),
-    queueCounts: () => turnQueue.counts(),
+    queueCounts: () => scheduler.counts(),
     workerStats: () => readWorkerStats(redis, prefix),
     longPollWaiters: () => hub.size,
   });
@@ -46,7 +45,11 @@ beforeAll(async () => {
     redis,
     store,
     hub,
-    turnQueue,
+    limits: new OrganizationLimits({
+      redis,
+      prefix,
+      defaults: { maxSessions: 0, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 },
+    }),
     authenticator: null,
     workerStats: () => readWorkerStats(redis, prefix),
     logger: createLogger({ service: 'outage-test', silent: true }),
@@ -63,7 +66,6 @@ afterAll(async () => {
   await closeServer(server);
   hub.close();
   redisServer.resume();
-  await turnQueue.close().catch(() => undefined);
   for (const connection of connections) connection.disconnect();
   await redisServer.stop();
 });

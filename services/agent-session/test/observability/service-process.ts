@@ -10,7 +10,8 @@ export interface ServiceProcess {
 
 /**
  * Runs `entry` (a `.ts` main) through tsx with the workspace source condition and resolves once
- * it writes a JSON log record whose `message` is `ready`; rejects if it exits or takes 60 s.
+ * it writes a JSON log record whose `message` is `ready`; rejects if it exits or takes 60 s (and
+ * then kills it, so a process that never became ready does not keep the test run open).
  */
 export async function startServiceProcess(
   entry: string,
@@ -25,7 +26,10 @@ export async function startServiceProcess(
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${entry} not ready within 60 s: ${stderr}`)), 60_000);
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${entry} not ready within 60 s: ${stderr}`));
+    }, 60_000);
     createInterface({ input: child.stdout! }).on('line', (line) => {
       if (line.includes(`"message":"${ready}"`)) {
         clearTimeout(timer);

@@ -375,6 +375,28 @@ describe('limits and start-up', () => {
     }
   });
 
+  it('on shutdown gives running turns WORKER_SHUTDOWN_GRACE_MS, then ends those still running in error', async () => {
+    const env = { AGENT_MODULE: fixtureAgent('slow'), WORKER_CONCURRENCY: '2' };
+    const patient = await startTestWorker(prefix, { ...env, WORKER_SHUTDOWN_GRACE_MS: '5000' });
+    const [short, long] = [await newSession(), await newSession()];
+    const send = (id: string, delayMs: number) =>
+      request(api.app)
+        .post(`/sessions/${id}/messages`)
+        .send({ content: 'x', user_params: { delay_ms: delayMs } });
+    await send(short, 1500);
+    await waitFor(async () => (await api.scheduler.counts()).active === 1);
+    await patient.close();
+    expect((await request(api.app).get(`/sessions/${short}`)).body).toMatchObject({ status: 'idle' });
+
+    const hasty = await startTestWorker(prefix, { ...env, WORKER_SHUTDOWN_GRACE_MS: '200' });
+    await send(long, 10_000);
+    await waitFor(async () => (await api.scheduler.counts()).active === 1);
+    const closedAt = Date.now();
+    await hasty.close();
+    expect(Date.now() - closedAt).toBeLessThan(5000);
+    expect((await request(api.app).get(`/sessions/${long}`)).body).toMatchObject({ status: 'error' });
+  });
+
   it('refuses to start when the agent module cannot be loaded', async () => {
     await expect(startTestWorker(prefix, { AGENT_MODULE: fixtureAgent('does-not-exist') })).rejects.toThrow(
       /cannot load agent module/,

@@ -1,17 +1,16 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import request from 'supertest';
-import { AGENT_TURN_QUEUE } from '@tollway/contracts';
 import { createLogger } from '@tollway/service-kit';
-import { turnQueuePrefix } from '../../src/store/turn-queue';
+import { SessionStore } from '../../src/store/session-store';
+import { TurnScheduler } from '../../src/store/turn-scheduler';
 import { TurnNotifier } from '../../src/webhooks/turn-notifier';
 import { WebhookDelivery } from '../../src/webhooks/webhook-delivery';
 import type { RunningWorker } from '../../src/worker/start-worker';
 import { startTurnReaper, type RunningReaper } from '../../src/worker/start-reaper';
-import { JOB_LOST_ERROR, TurnReaper, WORKER_LOST_ERROR, type TurnReaperOptions } from '../../src/worker/turn-reaper';
+import { TurnReaper, WORKER_LOST_ERROR, type TurnReaperOptions } from '../../src/worker/turn-reaper';
 import { WorkerRegistration } from '../../src/worker/worker-registry';
 import { TURN_CANCELLED_ERROR } from '../../src/webhooks/webhook-payload';
 import { deleteKeys, startReplica, testPrefix, type ApiReplica } from '../api/api-harness';
@@ -33,7 +32,6 @@ const logger = createLogger({ service: 'reaper-test', silent: true });
 let api: ApiReplica;
 let gateway: TestServer;
 let receiver: TestServer;
-let queue: Queue;
 let reaper: RunningReaper;
 let workerProcess: ChildProcess | null = null;
 let secondWorker: RunningWorker | null = null;
@@ -45,8 +43,6 @@ const workerEnv = {
   WEBHOOK_ALLOWED_HOSTS: '127.0.0.1',
   WORKER_LEASE_TTL_MS: '1000',
   REAPER_INTERVAL_MS: '200',
-  JOB_LOCK_DURATION_MS: '1000',
-  STALLED_INTERVAL_MS: '300',
   LOG_LEVEL: 'error',
 };
 
@@ -54,7 +50,6 @@ beforeAll(async () => {
   api = await startReplica(prefix);
   gateway = await startTestServer((_req, res) => setTimeout(() => sendJson(res, 200, completion('late')), 600));
   receiver = await startTestServer((_req, res) => sendJson(res, 200, {}));
-  queue = new Queue(AGENT_TURN_QUEUE, { connection: api.redis, prefix: turnQueuePrefix(prefix) });
   // The reaper as a process without a worker runs it (the API without --embedded-worker).
   reaper = startTurnReaper(testWorkerConfig(prefix, workerEnv), { redis: api.redis, store: api.store, logger });
 });
@@ -63,7 +58,6 @@ afterAll(async () => {
   workerProcess?.kill('SIGKILL');
   await secondWorker?.close();
   await reaper.stop();
-  await queue.close();
   await Promise.all([gateway.close(), receiver.close()]);
   await api.close();
   await deleteKeys(prefix);
@@ -92,26 +86,38 @@ it('kill -9 of a whole worker process: the reaper ends its turn in error within 
   const callback = await waitFor(() => receiver.received[0]);
   expect(callback.json).toMatchObject({ session_id: id, status: 'error', error: WORKER_LOST_ERROR });
 
-  // A live worker finds the dead worker's job stalled: it fails it rather than running the turn again.
+  // The turn left the queue when the dead worker claimed it: a live worker never runs it again.
   secondWorker = await startTestWorker(prefix, {
     ...workerEnv,
     AGENT_MODULE: fixtureAgent('two-calls'),
     GATEWAY_BASE_URL: gateway.url,
   });
-  const turnId = (await queue.getJobs(['active', 'failed', 'completed', 'waiting'])).map((job) => job.id)[0]!;
-  await waitFor(async () => (await queue.getJobState(turnId)) === 'failed', 5000, 100);
   await sleep(700);
+  expect(await api.scheduler.counts()).toEqual({ waiting: 0, active: 0 });
   expect(gateway.received).toHaveLength(1);
   expect(receiver.received).toHaveLength(1);
 });
 
+/** Puts a turn in the queue as the API's send does, with `job` as its job (JSON); returns its id. */
+async function queueTurn(id: string, content: string, job?: (turnId: string) => unknown): Promise<string> {
+  const turnId = randomUUID();
+  const message = { role: 'user' as const, content };
+  const payload = job?.(turnId) ?? { session_id: id, turn_id: turnId, org_id: null, message, accepted_at: Date.now() };
+  const started = await api.store.startTurn(
+    id,
+    null,
+    { turnId, message, job: typeof payload === 'string' ? payload : JSON.stringify(payload) },
+    { maxHistoryBytes: 1 << 20, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 },
+  );
+  expect(started.result).toBe('ok');
+  return turnId;
+}
+
 /** A reaper of this suite's sessions and queue, driven by the test (no timer); `overrides` as needed. */
 function testReaper(overrides: Partial<TurnReaperOptions>): TurnReaper {
   return new TurnReaper({
-    redis: api.redis,
-    prefix,
     store: api.store,
-    queue,
+    scheduler: api.scheduler,
     notifier: new TurnNotifier(new WebhookDelivery({ logger, timeoutMs: 1000, allowedHosts: ['127.0.0.1'] }), false),
     logger,
     intervalMs: 200,
@@ -120,25 +126,13 @@ function testReaper(overrides: Partial<TurnReaperOptions>): TurnReaper {
   });
 }
 
-it('ends a running turn whose job is gone (never queued or lost) in error', async () => {
+it('fails a turn whose job does not parse (a hand-edited key) without running it (the worker started above takes it)', async () => {
   const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
-  const turnId = randomUUID();
-  expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'orphan' }, 1 << 20)).toBe('ok');
-  const lateReaper = testReaper({ clock: () => Date.now() + 5000 });
-  expect(await lateReaper.pass()).toBe(1);
-  expect((await request(api.app).get(`/sessions/${id}`)).body).toMatchObject({
-    status: 'error',
-    error: JOB_LOST_ERROR,
-  });
-  expect(await lateReaper.pass()).toBe(0);
-});
-
-it('fails an invalid job as unrecoverable, once (the worker started above takes it)', async () => {
-  await queue.add(AGENT_TURN_QUEUE, { session_id: 'not-a-uuid', turn_id: '' }, { jobId: 'bad-job', attempts: 1 });
-  await waitFor(async () => (await queue.getJobState('bad-job')) === 'failed', 10_000, 50);
-  const job = await queue.getJob('bad-job');
-  expect(job?.failedReason).toMatch(/^invalid agent-turn job/);
-  expect(job?.attemptsMade).toBe(1);
+  const calls = gateway.received.length;
+  await queueTurn(id, 'corrupted', () => '{"session_id":"not-a-uuid"}');
+  const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=10`);
+  expect(done.body).toMatchObject({ status: 'error', error: 'turn failed: its job is invalid' });
+  expect(gateway.received).toHaveLength(calls);
 });
 
 it('after a Redis outage, leases that expired meanwhile wait one lease time: a live worker renews and keeps its turn, a dead one loses it', async () => {
@@ -155,14 +149,18 @@ it('after a Redis outage, leases that expired meanwhile wait one lease time: a l
   });
   await reaperRedis.connect();
   let now = Date.now();
-  const outageReaper = testReaper({ redis: reaperRedis, leaseTtlMs: 300, clock: () => now });
+  const outageReaper = testReaper({
+    store: new SessionStore({ redis: reaperRedis, prefix }),
+    scheduler: new TurnScheduler(reaperRedis, prefix),
+    leaseTtlMs: 300,
+    clock: () => now,
+  });
   const turn = async (worker: WorkerRegistration) => {
     const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
-    const turnId = randomUUID();
-    expect(await api.store.startTurn(id, null, turnId, { role: 'user', content: 'through the outage' }, 1 << 20)).toBe(
-      'ok',
-    );
-    await worker.acquireLease(id, turnId, '{}');
+    await queueTurn(id, 'through the outage');
+    const [claimed] = await api.scheduler.claim(1, 300, false);
+    expect(claimed?.sessionId).toBe(id);
+    worker.hold(id, claimed!.turnId, null);
     return id;
   };
   const live = new WorkerRegistration({ redis: api.redis, prefix, workerId: 'live', concurrency: 1, ttlMs: 300 });
@@ -186,7 +184,8 @@ it('after a Redis outage, leases that expired meanwhile wait one lease time: a l
       error: WORKER_LOST_ERROR,
     });
   } finally {
-    await live.releaseLease(liveSession, '').catch(() => undefined);
+    const liveTurn = (await api.store.get(liveSession, null))?.turnId ?? '';
+    await api.store.finishTurn(liveSession, liveTurn, { kind: 'error', error: 'test over' }).catch(() => undefined);
     reaperRedis.disconnect();
   }
 });
@@ -196,19 +195,16 @@ it("a deleted session's turn whose worker died gets its one cancellation callbac
   await secondWorker?.close();
   secondWorker = null;
   const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
-  const turnId = randomUUID();
-  const message = { role: 'user' as const, content: 'deleted while its worker was dead' };
-  expect(await api.store.startTurn(id, null, turnId, message, 1 << 20)).toBe('ok');
-  const job = {
+  const content = 'deleted while its worker was dead';
+  await queueTurn(id, content, (turnId) => ({
     session_id: id,
     turn_id: turnId,
     org_id: null,
-    message: { ...message, webhook: { url: `${receiver.url}/deleted` } },
+    message: { role: 'user', content, webhook: { url: `${receiver.url}/deleted` } },
     accepted_at: Date.now(),
-  };
-  // The worker leased the turn, then died: its lease is never renewed.
-  const dead = new WorkerRegistration({ redis: api.redis, prefix, workerId: 'gone', concurrency: 1, ttlMs: 200 });
-  await dead.acquireLease(id, turnId, JSON.stringify(job));
+  }));
+  // A worker claimed the turn (leasing it), then died: its lease is never renewed.
+  expect((await api.scheduler.claim(1, 200, false))[0]?.sessionId).toBe(id);
   expect((await request(api.app).delete(`/sessions/${id}`)).status).toBe(204);
   await sleep(300);
   const deliveryReaper = testReaper({ leaseTtlMs: 200 });

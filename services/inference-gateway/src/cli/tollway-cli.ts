@@ -10,6 +10,7 @@ import {
 } from '@tollway/contracts';
 import { isRedisUnavailable } from '@tollway/service-kit';
 import type { z } from 'zod';
+import { sessionLimitsOf } from '../routes/admin/admin-views';
 
 /** Where the CLI writes: stdout for results (JSON), stderr for problems. */
 export interface CliOutput {
@@ -34,7 +35,35 @@ const FLAG_OF: Readonly<Record<string, string>> = {
   'budgets.requests': '--requests',
   'budgets.input_tokens': '--input-tokens',
   'budgets.output_tokens': '--output-tokens',
+  'session_limits.sessions': '--max-sessions',
+  'session_limits.running_turns': '--max-running-turns',
+  'session_limits.waiting_turns': '--max-waiting-turns',
+  'session_limits.weight': '--turn-weight',
 };
+
+/**
+ * The session-limit flags' values as commander parses them: a number, or `default` (kept as the
+ * word: commander stores a parser's null as an empty string).
+ */
+interface SessionLimitFlags {
+  maxSessions?: number | 'default';
+  maxRunningTurns?: number | 'default';
+  maxWaitingTurns?: number | 'default';
+  turnWeight?: number | 'default';
+}
+
+/** The admin API's `session_limits` from the flags given; undefined when none is. */
+function sessionLimitsFromFlags(opts: SessionLimitFlags) {
+  const given = Object.entries({
+    sessions: opts.maxSessions,
+    running_turns: opts.maxRunningTurns,
+    waiting_turns: opts.maxWaitingTurns,
+    weight: opts.turnWeight,
+  }).filter(([, value]) => value !== undefined);
+  return given.length > 0
+    ? Object.fromEntries(given.map(([name, value]) => [name, value === 'default' ? null : value]))
+    : undefined;
+}
 
 /**
  * `value` checked by the admin API's own schema of the same request, so the CLI (which writes to
@@ -64,6 +93,21 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
     if (!Number.isSafeInteger(n) || n < 0) throw new commander.InvalidArgumentError('must be a whole number ≥ 0');
     return n;
   };
+  // A session limit: a whole number (its bounds are the schema's, checked with the rest), or
+  // `default` for the session service's configured default.
+  const limit = (value: string): number | 'default' => {
+    if (value === 'default') return value;
+    // Decimal digits only: `1e3` or `0x10` for a limit is more likely a slip than a number meant.
+    if (!/^[0-9]{1,16}$/.test(value))
+      throw new commander.InvalidArgumentError("must be a whole number in decimal digits, or 'default'");
+    return Number(value);
+  };
+  const withSessionLimitFlags = (command: Command, verb: string): Command =>
+    command
+      .option('--max-sessions <n>', `sessions the organization may hold, or 'default' ${verb}`, limit)
+      .option('--max-running-turns <n>', `its turns running at once, or 'default' ${verb}`, limit)
+      .option('--max-waiting-turns <n>', `its turns waiting at once, or 'default' ${verb}`, limit)
+      .option('--turn-weight <n>', `its share of dispatch while others wait (1-1000), or 'default' ${verb}`, limit);
   const amount = (value: string): number => {
     const n = value.trim() === '' ? NaN : Number(value);
     if (!Number.isFinite(n)) throw new commander.InvalidArgumentError('must be a number');
@@ -81,54 +125,66 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
     .exitOverride();
 
   const orgs = program.command('orgs').description('Organizations');
-  orgs
-    .command('create')
-    .description('Create an organization')
-    .requiredOption('--name <name>', 'display name')
-    .option('--id <id>', 'organization id (default: generated)')
-    .option('--requests <n>', 'requests per minute', integer, 60)
-    .option('--input-tokens <n>', 'input tokens per minute', integer, 100_000)
-    .option('--output-tokens <n>', 'output tokens per minute', integer, 100_000)
-    .option('--credit <usd>', 'initial credit, USD', amount, 0)
-    .action(
-      async (opts: {
+  withSessionLimitFlags(
+    orgs
+      .command('create')
+      .description('Create an organization')
+      .requiredOption('--name <name>', 'display name')
+      .option('--id <id>', 'organization id (default: generated)')
+      .option('--requests <n>', 'requests per minute', integer, 60)
+      .option('--input-tokens <n>', 'input tokens per minute', integer, 100_000)
+      .option('--output-tokens <n>', 'output tokens per minute', integer, 100_000)
+      .option('--credit <usd>', 'initial credit, USD', amount, 0),
+    "(the session service's, as when left out)",
+  ).action(
+    async (
+      opts: SessionLimitFlags & {
         name: string;
         id?: string;
         requests: number;
         inputTokens: number;
         outputTokens: number;
         credit: number;
-      }) => {
-        const request = checked(CreateOrganizationRequest, {
-          id: opts.id,
-          name: opts.name,
-          budgets: { requests: opts.requests, input_tokens: opts.inputTokens, output_tokens: opts.outputTokens },
-          credit: opts.credit,
-        });
-        try {
-          print(await store.createOrganization(request));
-        } catch (err) {
-          if (err instanceof AccountError) throw new CliError(err.message);
-          throw err;
-        }
       },
-    );
+    ) => {
+      const request = checked(CreateOrganizationRequest, {
+        id: opts.id,
+        name: opts.name,
+        budgets: { requests: opts.requests, input_tokens: opts.inputTokens, output_tokens: opts.outputTokens },
+        credit: opts.credit,
+        session_limits: sessionLimitsFromFlags(opts),
+      });
+      const { session_limits: limits, ...rest } = request;
+      try {
+        print(await store.createOrganization({ ...rest, sessionLimits: sessionLimitsOf(limits) }));
+      } catch (err) {
+        if (err instanceof AccountError) throw new CliError(err.message);
+        throw err;
+      }
+    },
+  );
   orgs
     .command('list')
     .description('List organizations')
     .action(async () => print(await store.listOrganizations()));
   orgs
     .command('get <org>')
-    .description('Show one organization')
-    .action(async (orgId: string) => print((await store.getOrganization(orgId)) ?? missingOrg(orgId)));
-  orgs
-    .command('update <org>')
-    .description('Change the name or budgets, or add credit')
-    .option('--name <name>', 'display name')
-    .option('--requests <n>', 'requests per minute', integer)
-    .option('--input-tokens <n>', 'input tokens per minute', integer)
-    .option('--output-tokens <n>', 'output tokens per minute', integer)
-    .option('--add-credit <usd>', 'credit to add, USD (negative to correct)', amount)
+    .description("Show one organization, with its session limits (null: the session service's default) and live turns")
+    .action(async (orgId: string) => {
+      const org = (await store.getOrganization(orgId)) ?? missingOrg(orgId);
+      print({ ...org, turns: await store.getOrganizationTurns(orgId) });
+    });
+  withSessionLimitFlags(
+    orgs
+      .command('update <org>')
+      .description('Change the name, budgets or session limits, or add credit')
+      .option('--name <name>', 'display name')
+      .option('--requests <n>', 'requests per minute', integer)
+      .option('--input-tokens <n>', 'input tokens per minute', integer)
+      .option('--output-tokens <n>', 'output tokens per minute', integer)
+      .option('--add-credit <usd>', 'credit to add, USD (negative to correct)', amount),
+    "to go back to the session service's",
+  )
     .option(
       '--idempotency-key <key>',
       'apply this update once: the same command again with the same key changes nothing (for a run whose answer was lost)',
@@ -137,7 +193,7 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
     .action(
       async (
         orgId: string,
-        opts: {
+        opts: SessionLimitFlags & {
           name?: string;
           requests?: number;
           inputTokens?: number;
@@ -157,8 +213,14 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
           name: opts.name,
           budgets: Object.keys(given).length > 0 ? given : undefined,
           credit_top_up: opts.addCredit,
+          session_limits: sessionLimitsFromFlags(opts),
         });
-        const update = { name: request.name, budgets: request.budgets ?? {}, creditTopUp: request.credit_top_up };
+        const update = {
+          name: request.name,
+          budgets: request.budgets ?? {},
+          creditTopUp: request.credit_top_up,
+          sessionLimits: sessionLimitsOf(request.session_limits),
+        };
         let updated;
         try {
           updated = await store.updateOrganizationOnce(orgId, update, opts.idempotencyKey ?? null);

@@ -2,7 +2,12 @@ import { createHash, randomUUID } from 'node:crypto';
 import express from 'express';
 import request from 'supertest';
 import { Redis } from 'ioredis';
-import { createAccountStore, createKeyAuthenticator, deleteKeysWithPrefix } from '@tollway/accounts';
+import {
+  createAccountStore,
+  createKeyAuthenticator,
+  deleteKeysWithPrefix,
+  sessionSchedulerKeys,
+} from '@tollway/accounts';
 import {
   ApiKey,
   ApiKeyList,
@@ -90,6 +95,8 @@ describe('organizations', () => {
     expect(created.status).toBe(201);
     const org = Organization.parse(created.body);
     expect(org).toMatchObject({ name: 'Acme', credit: 10, budgets: { requests: 60 } });
+    expect(org.session_limits).toEqual({ sessions: null, running_turns: null, waiting_turns: null, weight: null });
+    expect(created.body).not.toHaveProperty('turns');
 
     const full = {
       ...org,
@@ -98,6 +105,7 @@ describe('organizations', () => {
         input_tokens: { limit: 1000, remaining: 1000 },
         output_tokens: { limit: 500, remaining: 500 },
       },
+      turns: { sessions: 0, running: 0, waiting: 0 },
     };
     expect(Organization.parse((await request(app).get(`/admin/v1/organizations/${org.id}`).set(auth)).body)).toEqual(
       full,
@@ -203,6 +211,157 @@ describe('organizations', () => {
       .send({ name: 'B', budgets });
     expect([retired.status, retired.body.error.code]).toEqual([409, 'organization_id_retired']);
     expect(retired.body.error.message).toContain(`'${derived}'`);
+  });
+});
+
+describe('session limits', () => {
+  const budgets = { requests: 1, input_tokens: 1, output_tokens: 1 };
+  const defaults = { sessions: null, running_turns: null, waiting_turns: null, weight: null };
+  const scheduler = sessionSchedulerKeys(prefix);
+  const create = (body: object) =>
+    request(app)
+      .post('/admin/v1/organizations')
+      .set(auth)
+      .send({ name: 'Limits', budgets, ...body });
+  const patch = (orgId: string, body: object, idempotencyKey?: string) => {
+    const req = request(app).patch(`/admin/v1/organizations/${orgId}`).set(auth);
+    return (idempotencyKey ? req.set('Idempotency-Key', idempotencyKey) : req).send(body);
+  };
+  const get = async (orgId: string) =>
+    Organization.parse((await request(app).get(`/admin/v1/organizations/${orgId}`).set(auth)).body);
+
+  it('are set on create, shown on every read with the live counts, changed in any subset, reset by null', async () => {
+    const created = await create({ session_limits: { running_turns: 4, weight: 3 } });
+    expect(created.status).toBe(201);
+    const org = Organization.parse(created.body);
+    expect(org.session_limits).toEqual({ ...defaults, running_turns: 4, weight: 3 });
+    expect(await redis.hmget(store.keys.org(org.id), 'limit_running_turns', 'turn_weight')).toEqual(['4', '3']);
+
+    // The session service's own keys, written as it keeps them: the reads show them as they are.
+    await redis.zadd(scheduler.sessions(org.id), 1, 'sess_a', 2, 'sess_b');
+    await redis.hset(scheduler.scheduler(org.id), { running: '4', waiting: '17' });
+    const read = await get(org.id);
+    expect(read.session_limits).toEqual({ ...defaults, running_turns: 4, weight: 3 });
+    expect(read.turns).toEqual({ sessions: 2, running: 4, waiting: 17 });
+    const listed = OrganizationList.parse((await request(app).get('/admin/v1/organizations').set(auth)).body).data;
+    expect(listed.find((o) => o.id === org.id)).toMatchObject({
+      session_limits: { running_turns: 4, weight: 3 },
+      turns: { sessions: 2, running: 4, waiting: 17 },
+    });
+
+    const updated = await patch(org.id, { session_limits: { sessions: 1_000_000_000, weight: null } });
+    expect(updated.status).toBe(200);
+    expect(updated.body).not.toHaveProperty('turns');
+    expect(Organization.parse(updated.body).session_limits).toEqual({
+      ...defaults,
+      sessions: 1_000_000_000,
+      running_turns: 4,
+    });
+    expect(await redis.hexists(store.keys.org(org.id), 'turn_weight')).toBe(0);
+    expect((await get(org.id)).budgets).toEqual(budgets);
+    await patch(org.id, { session_limits: { sessions: null, running_turns: null } });
+    expect((await get(org.id)).session_limits).toEqual(defaults);
+  });
+
+  it('refuse wrong types, numbers out of bounds, unknown limits and nesting: 400 naming the limit, nothing changed', async () => {
+    const org = Organization.parse((await create({ session_limits: { weight: 2 } })).body);
+    // The limits as JSON text, so a `__proto__` key reaches the server as a client would send it.
+    const cases: Array<[string, string]> = [
+      ['{"weight":0}', 'session_limits.weight'],
+      ['{"weight":1001}', 'session_limits.weight'],
+      ['{"weight":2.5}', 'session_limits.weight'],
+      ['{"weight":"3"}', 'session_limits.weight'],
+      ['{"weight":{"$gt":1}}', 'session_limits.weight'],
+      ['{"running_turns":1000001}', 'session_limits.running_turns'],
+      ['{"sessions":1e308}', 'session_limits.sessions'],
+      ['{"sessions":1e309}', 'session_limits.sessions'],
+      ['{"sessions":-1}', 'session_limits.sessions'],
+      ['{"waiting_turns":9007199254740992}', 'session_limits.waiting_turns'],
+      ['{"waiting_turns":[1]}', 'session_limits.waiting_turns'],
+      ['{"turn_weight":3}', 'session_limits'],
+      ['{"__proto__":{"weight":3}}', 'session_limits'],
+      ['"default"', 'session_limits'],
+      ['null', 'session_limits'],
+    ];
+    const send = (method: 'patch' | 'post', path: string, body: string) =>
+      request(app)[method](path).set(auth).set('content-type', 'application/json').send(body);
+    for (const [limits, param] of cases) {
+      for (const res of [
+        await send('patch', `/admin/v1/organizations/${org.id}`, `{"session_limits":${limits}}`),
+        await send(
+          'post',
+          '/admin/v1/organizations',
+          `{"name":"Refused","budgets":${JSON.stringify(budgets)},"session_limits":${limits}}`,
+        ),
+      ]) {
+        expect([limits, res.status, res.body.error?.code, res.body.error?.param]).toEqual([
+          limits,
+          400,
+          'invalid_request',
+          param,
+        ]);
+      }
+    }
+    // Nested past the body's depth limit: refused before any schema.
+    const deep = `{"session_limits":${'{"weight":'.repeat(40)}1${'}'.repeat(40)}}`;
+    const nested = await request(app)
+      .patch(`/admin/v1/organizations/${org.id}`)
+      .set(auth)
+      .set('content-type', 'application/json')
+      .send(deep);
+    expect(nested.status).toBe(400);
+    expect((await get(org.id)).session_limits).toEqual({ ...defaults, weight: 2 });
+    expect(
+      OrganizationList.parse((await request(app).get('/admin/v1/organizations').set(auth)).body).data.filter(
+        (o) => o.name === 'Refused',
+      ),
+    ).toEqual([]);
+  });
+
+  it('are in the idempotency fingerprint of an update: the same change replays, another is 422', async () => {
+    const org = Organization.parse((await create({})).body);
+    const key = randomUUID();
+    expect((await patch(org.id, { session_limits: { waiting_turns: 50 } }, key)).status).toBe(200);
+    const again = await patch(org.id, { session_limits: { waiting_turns: 50 } }, key);
+    expect([again.status, again.headers['idempotent-replayed']]).toEqual([200, 'true']);
+    for (const other of [{ waiting_turns: 51 }, { waiting_turns: null }, { weight: 50 }]) {
+      const res = await patch(org.id, { session_limits: other }, key);
+      expect([res.status, res.body.error.code]).toEqual([422, 'idempotency_key_reused']);
+    }
+    expect((await get(org.id)).session_limits).toEqual({ ...defaults, waiting_turns: 50 });
+  });
+
+  it("are the operator's to set: an organization admin reads its own limits and counts, and cannot change them", async () => {
+    const withKeys = express();
+    withKeys.use(ADMIN_BASE_PATH, buildAdminRouter({ store, adminToken: ADMIN_TOKEN, keys: authenticator }));
+    withKeys.use(errorMiddleware(createLogger({ service: 'test', silent: true })));
+    const mine = Organization.parse((await create({ session_limits: { sessions: 7 } })).body);
+    const theirs = Organization.parse((await create({ session_limits: { sessions: 9 } })).body);
+    const adminKey = (await store.createKey(mine.id, 'admin', 'admin'))!.key;
+    const asAdmin = { Authorization: `Bearer ${adminKey}` };
+    await redis.hset(scheduler.scheduler(mine.id), { running: '1' });
+
+    const own = await request(withKeys).get(`/admin/v1/organizations/${mine.id}`).set(asAdmin);
+    expect(own.status).toBe(200);
+    expect(Organization.parse(own.body)).toMatchObject({
+      session_limits: { ...defaults, sessions: 7 },
+      turns: { sessions: 0, running: 1, waiting: 0 },
+    });
+    const raise = await request(withKeys)
+      .patch(`/admin/v1/organizations/${mine.id}`)
+      .set(asAdmin)
+      .send({ session_limits: { sessions: 1_000_000 } });
+    expect([raise.status, raise.body.error.code]).toEqual([403, 'permission_denied']);
+    const another = await request(withKeys)
+      .post('/admin/v1/organizations')
+      .set(asAdmin)
+      .send({ name: 'Mine too', budgets, session_limits: { weight: 1000 } });
+    expect([another.status, another.body.error.code]).toEqual([403, 'permission_denied']);
+    // Another organization's limits and counts are out of sight: answered as a missing one.
+    const other = await request(withKeys).get(`/admin/v1/organizations/${theirs.id}`).set(asAdmin);
+    expect([other.status, other.body.error.code]).toEqual([404, 'organization_not_found']);
+    expect(JSON.stringify(other.body)).not.toContain('"sessions"');
+    expect((await get(mine.id)).session_limits.sessions).toBe(7);
   });
 });
 

@@ -3,7 +3,12 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { createAccountStore, createKeyAuthenticator, deleteKeysWithPrefix } from '@tollway/accounts';
+import {
+  createAccountStore,
+  createKeyAuthenticator,
+  deleteKeysWithPrefix,
+  sessionSchedulerKeys,
+} from '@tollway/accounts';
 import { RedisAdmission } from '../../src/admission/redis-admission';
 import { nodeCommand } from './gateway-process';
 
@@ -109,6 +114,54 @@ describe('tollway CLI', () => {
     // Nothing changed: the organization is as it was created, with no key.
     expect(json(results.at(-1))).toMatchObject({ id, name: 'Fine', credit: 0, budgets: { requests: 60 } });
     expect(await store.listKeys(id)).toEqual([]);
+  });
+
+  it("orgs create / update set the session limits ('default' resets one); orgs get shows them and the live turns", async () => {
+    const id = `cli-limits-${randomUUID().slice(0, 8)}`;
+    // The session service's keys of the organization, as it keeps them.
+    const scheduler = sessionSchedulerKeys(prefix);
+    await redis.zadd(scheduler.sessions(id), 1, 'sess_1');
+    await redis.hset(scheduler.scheduler(id), { running: '1', waiting: '5' });
+    const results = await run(
+      ['orgs', 'create', '--name', 'Limited', '--id', id, '--max-sessions', '10', '--turn-weight', '3'],
+      ['orgs', 'update', id, '--max-running-turns', '4', '--turn-weight', 'default'],
+      ['orgs', 'get', id],
+      ['orgs', 'update', id, '--turn-weight', '1001'],
+      ['orgs', 'update', id, '--max-running-turns', '0'],
+      ['orgs', 'update', id, '--max-waiting-turns', 'lots'],
+      ['orgs', 'update', id, '--max-sessions', '1e3'],
+      ['orgs', 'create', '--name', 'Too many', '--max-sessions', '1000000001'],
+      ['orgs', 'update', id, '--max-sessions', 'default'],
+      ['orgs', 'get', id],
+    );
+    expect(json(results[0])).toMatchObject({
+      id,
+      sessionLimits: { sessions: 10, runningTurns: null, waitingTurns: null, weight: 3 },
+    });
+    expect(json(results[1])).toMatchObject({
+      sessionLimits: { sessions: 10, runningTurns: 4, waitingTurns: null, weight: null },
+    });
+    expect(json(results[2])).toMatchObject({
+      sessionLimits: { sessions: 10, runningTurns: 4, waitingTurns: null, weight: null },
+      turns: { sessions: 1, running: 1, waiting: 5 },
+    });
+    const refusals = results.slice(3, 8);
+    for (const result of refusals) expect(result).toMatchObject({ code: 1, out: '' });
+    expect(refusals.map((result) => result.err.split(':')[0])).toEqual([
+      '--turn-weight',
+      '--max-running-turns',
+      'error',
+      'error',
+      '--max-sessions',
+    ]);
+    expect(results[6]!.err).toContain("argument '1e3' is invalid");
+    expect(results[5]!.err).toContain(
+      "'--max-waiting-turns <n>' argument 'lots' is invalid. must be a whole number in decimal digits, or 'default'",
+    );
+    expect(json(results[9])).toMatchObject({
+      sessionLimits: { sessions: null, runningTurns: 4, waitingTurns: null, weight: null },
+    });
+    expect(await redis.hexists(store.keys.org(id), 'limit_sessions')).toBe(0);
   });
 
   it('orgs update --idempotency-key applies an update once, and refuses another update under that key', async () => {

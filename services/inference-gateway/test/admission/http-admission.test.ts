@@ -295,6 +295,44 @@ describe('OpenAPI', () => {
     expect(doc.components.schemas).toHaveProperty('OrganizationUsage');
   });
 
+  it('documents the session limits (bounds, null = default) and the live turn counts', async () => {
+    type Schema = {
+      properties: Record<string, Schema & { anyOf?: Schema[] }>;
+      required?: string[];
+      maximum?: number;
+      minimum?: number;
+      type?: string;
+      additionalProperties?: boolean;
+    };
+    const doc = (await (await fetch(`${baseUrl}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { description?: string }>>;
+      components: { schemas: Record<string, Schema> };
+    };
+    const { Organization, UpdateOrganizationRequest, CreateOrganizationRequest } = doc.components.schemas;
+    expect(Organization!.required).toContain('session_limits');
+    expect(Organization!.required).not.toContain('turns');
+    expect(Object.keys(Organization!.properties.turns!.properties)).toEqual(['sessions', 'running', 'waiting']);
+    const limits = UpdateOrganizationRequest!.properties.session_limits!;
+    expect(limits.additionalProperties).toBe(false);
+    expect(limits.required ?? []).toEqual([]);
+    const bounds = Object.fromEntries(
+      Object.entries(limits.properties).map(([name, schema]) => {
+        const number = schema.anyOf?.find((s) => s.type === 'integer');
+        return [name, [number?.minimum, number?.maximum, schema.anyOf?.some((s) => s.type === 'null')]];
+      }),
+    );
+    expect(bounds).toEqual({
+      sessions: [1, 1_000_000_000, true],
+      running_turns: [1, 1_000_000, true],
+      waiting_turns: [1, 1_000_000_000, true],
+      weight: [1, 1000, true],
+    });
+    expect(CreateOrganizationRequest!.properties.session_limits).toEqual(limits);
+    const patch = doc.paths['/admin/v1/organizations/{org_id}']!.patch!;
+    expect(patch.description).toContain('ORG_MAX_RUNNING_TURNS');
+    expect(doc.paths['/admin/v1/organizations/{org_id}']!.get!.description).toContain('`turns`');
+  });
+
   it('serves a document, admin paths included, that validates as OpenAPI 3.1', async () => {
     const doc: unknown = await (await fetch(`${baseUrl}/openapi.json`)).json();
     // The contracts package's validator script (swagger-parser is ESM-only, so it runs outside Jest).

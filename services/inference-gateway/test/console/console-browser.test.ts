@@ -1,7 +1,9 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { sessionSchedulerKeys } from '@tollway/accounts';
+import { launchChromium } from './chromium';
 import { ADMIN_TOKEN, buildConsole, ROOMY_BUDGETS, startConsoleGateway, type ConsoleGateway } from './console-harness';
 
 // The console in a real browser (Debian's chromium through playwright-core): the whole key
@@ -24,20 +26,7 @@ beforeAll(async () => {
   built = await buildConsole();
   // A cap on keys per organization that no other test here reaches (see the key-limit test).
   gateway = await startConsoleGateway({ CONSOLE_DIR: built.dir, MAX_KEYS_PER_ORGANIZATION: String(KEY_CAP) });
-  // launch() gives the browser a fresh temporary profile of its own and removes it on close.
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 }, 90_000);
 
 afterAll(async () => {
@@ -92,6 +81,10 @@ async function createKey(page: Page, name: string, role: 'standard' | 'admin'): 
   await page.getByRole('button', { name: 'Done, I stored it' }).click();
   await expect(page.locator('#new-key-value').count()).resolves.toBe(0);
   return key;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
 async function cspViolations(page: Page): Promise<string[]> {
@@ -261,6 +254,90 @@ describe('the console in chromium', () => {
     await context.close();
   });
 
+  it('shows session limits and live turns; the operator edits them with the budgets, an organization admin only reads them', async () => {
+    const name = `${HOSTILE} limits`;
+    const org = await gateway.store.createOrganization({
+      name,
+      budgets: ROOMY_BUDGETS,
+      credit: 1,
+      sessionLimits: { sessions: 12, runningTurns: 4 },
+    });
+    const admin = await gateway.store.createKey(org.id, 'limits admin', 'admin');
+    // The session service's own keys of the organization, as it keeps them.
+    const scheduler = sessionSchedulerKeys(gateway.prefix);
+    await gateway.redis.zadd(scheduler.sessions(org.id), 1, 'sess_1', 2, 'sess_2', 3, 'sess_3');
+    await gateway.redis.hset(scheduler.scheduler(org.id), { running: '4', waiting: '1234567' });
+
+    const { context, page } = await newContext();
+    await signIn(page, ADMIN_TOKEN);
+    const row = page.getByRole('row', { name: new RegExp(escapeRegExp(name)) });
+    await row.waitFor();
+    const cells = row.getByRole('cell');
+    await expect(cells.nth(4).innerText()).resolves.toBe('3 held\nlimit 12');
+    await expect(cells.nth(5).innerText()).resolves.toBe(
+      '4 running, 1,234,567 waiting\nrunning limit 4\nwaiting limit service default\nweight service default',
+    );
+
+    await row.getByRole('button', { name: `Edit budgets and limits of ${name}` }).click();
+    const dialog = page.getByRole('dialog', { name: 'Edit budgets and limits' });
+    await dialog.waitFor();
+    await expect(dialog.getByLabel('Sessions held at most').inputValue()).resolves.toBe('12');
+    await expect(dialog.getByLabel('Turns waiting at most').inputValue()).resolves.toBe('');
+    // Checked with the API's schema before anything is sent.
+    await dialog.getByLabel('Turn weight (1-1000)').fill('1001');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await expect(page.locator('#turn-weight-error').textContent()).resolves.toMatch(/<=\s*1000/);
+    await page.screenshot({ path: path.join(ARTIFACTS, 'limits-edit-refused-desktop.png'), fullPage: true });
+    expect((await gateway.store.getOrganization(org.id))?.sessionLimits.weight).toBeNull();
+    await dialog.getByLabel('Turn weight (1-1000)').fill('3');
+    await dialog.getByLabel('Turns running at once').fill('');
+    await dialog.getByLabel('Turns waiting at most').fill('50');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await page.locator('#announcer').filter({ hasText: 'Budgets and limits of' }).waitFor();
+    expect((await gateway.store.getOrganization(org.id))?.sessionLimits).toEqual({
+      sessions: 12,
+      runningTurns: null,
+      waitingTurns: 50,
+      weight: 3,
+    });
+    await cells
+      .nth(5)
+      .filter({ hasText: /running limit service default\s*waiting limit 50\s*weight 3/ })
+      .waitFor();
+    await page.screenshot({ path: path.join(ARTIFACTS, 'limits-edited-desktop.png'), fullPage: true });
+    expect(await page.locator('img[src="x"]').count()).toBe(0);
+    await signOut(page);
+
+    // The organization admin sees them on its usage page, and cannot change them.
+    await signIn(page, admin!.key);
+    await page.getByRole('link', { name: 'Usage' }).click();
+    const panel = page.getByRole('region', { name: 'Sessions and turns' });
+    await panel.waitFor();
+    await expect(panel.getByTestId('turns-sessions').textContent()).resolves.toBe('3');
+    await expect(panel.getByTestId('turns-waiting').textContent()).resolves.toBe('1,234,567');
+    await expect(panel.getByTestId('turn-weight').textContent()).resolves.toBe('3');
+    await panel.getByText('limit service default').waitFor();
+    await panel.getByText('limit 50').waitFor();
+    // Refreshed while open: the counts follow the session service.
+    await gateway.redis.hset(scheduler.scheduler(org.id), { waiting: '0' });
+    await panel.getByTestId('turns-waiting').filter({ hasText: /^0$/ }).waitFor({ timeout: 15_000 });
+    await page.screenshot({ path: path.join(ARTIFACTS, 'limits-read-only-desktop.png'), fullPage: true });
+    expect(await page.getByRole('button', { name: /limits/ }).count()).toBe(0);
+    expect(await page.getByRole('textbox').count()).toBe(0);
+    const status = await page.evaluate(async (id) => {
+      const session = (await (await fetch('/console/api/session')).json()) as { csrf_token: string };
+      const headers = { 'x-csrf-token': session.csrf_token, 'content-type': 'application/json' };
+      const body = JSON.stringify({ session_limits: { running_turns: 1000000 } });
+      return (await fetch(`/admin/v1/organizations/${id}`, { method: 'PATCH', headers, body })).status;
+    }, org.id);
+    expect(status).toBe(403);
+    expect((await gateway.store.getOrganization(org.id))?.sessionLimits.runningTurns).toBeNull();
+    expect(await page.locator('img[src="x"]').count()).toBe(0);
+    expect(await cspViolations(page)).toEqual([]);
+    expect(dialogs).toEqual([]);
+    await context.close();
+  });
+
   it('passes axe-core (no serious or critical violation) on every page, at phone and desktop widths', async () => {
     const org = await gateway.store.createOrganization({ name: 'Accessible org', budgets: ROOMY_BUDGETS, credit: 3 });
     await gateway.store.createKey(org.id, 'a key');
@@ -291,6 +368,21 @@ describe('the console in chromium', () => {
         token: admin!.key,
         hash: `#/organizations/${org.id}/keys`,
         ready: (p) => p.getByRole('row', { name: /a key/ }).waitFor(),
+      },
+      {
+        name: 'org-admin-usage',
+        token: admin!.key,
+        hash: `#/organizations/${org.id}/usage`,
+        ready: (p) => p.getByRole('heading', { name: 'Sessions and turns' }).waitFor(),
+      },
+      {
+        name: 'limits-dialog',
+        token: ADMIN_TOKEN,
+        hash: '#/organizations',
+        ready: async (p) => {
+          await p.getByRole('button', { name: 'Edit budgets and limits of Accessible org' }).click();
+          await p.getByRole('dialog', { name: 'Edit budgets and limits' }).waitFor();
+        },
       },
       {
         name: 'revoke-dialog',

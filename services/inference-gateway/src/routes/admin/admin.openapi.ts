@@ -45,6 +45,15 @@ const CSRF = 'Cookie-authenticated (console) calls must send `x-csrf-token`; 403
 const NOT_FOUND = error('No such organization (`organization_not_found`) or key (`api_key_not_found`).');
 const INVALID = error('Body or query does not fit the schema (`invalid_request`, `param` names the field).');
 
+const SESSION_LIMITS =
+  '`session_limits` (sessions held, turns running at once, turns waiting at once, turn weight) are enforced by the ' +
+  'session service; each null (or left out) falls back to its configuration (`ORG_MAX_SESSIONS`, ' +
+  '`ORG_MAX_RUNNING_TURNS`, `ORG_MAX_WAITING_TURNS`, `ORG_TURN_WEIGHT`). An update sets any subset; null puts one ' +
+  'back to the default. The session service applies a change at once (it follows the update on `orgs:changed`).';
+const READ_SHOWS =
+  "Reads show each bucket's balance now (`balances`) and the live counts on the session service (`turns`: " +
+  'sessions held, turns running, turns waiting), beside `session_limits`.';
+
 const REUSED_KEY = error(
   'The `Idempotency-Key` already made another request for this organization (`idempotency_key_reused`).',
 );
@@ -107,7 +116,8 @@ export function adminOpenApi(): InferenceOpenApiOptions {
   const paths: Record<string, OpenApiPathItem> = {
     [`${A}/organizations`]: {
       servers,
-      post: op('createOrganization', 'Create an organization', {
+      post: op('createOrganization', 'Create an organization (operator-only)', {
+        description: SESSION_LIMITS,
         parameters: [
           idempotencyKeyHeader(
             'Creates the organization once: without an `id`, the key names it, and the same create sent again under the same key within 24 hours changes nothing and answers 201 with `idempotent-replayed: true` and the organization as it is now.',
@@ -126,16 +136,19 @@ export function adminOpenApi(): InferenceOpenApiOptions {
         },
       }),
       get: op('listOrganizations', 'List organizations (operator-only)', {
+        description: READ_SHOWS,
         responses: { '200': json('Every organization.', 'OrganizationList'), '403': OPERATOR_ONLY },
       }),
     },
     [`${A}/organizations/{org_id}`]: {
       servers,
       get: op('getOrganization', 'Get an organization', {
+        description: READ_SHOWS,
         parameters: [ORG],
         responses: { '200': json('The organization.', 'Organization'), '404': NOT_FOUND },
       }),
-      patch: op('updateOrganization', 'Update budgets, name, or top up credit', {
+      patch: op('updateOrganization', 'Update name, budgets or session limits, or top up credit (operator-only)', {
+        description: SESSION_LIMITS,
         parameters: [
           ORG,
           idempotencyKeyHeader(

@@ -20,7 +20,7 @@ import {
   organizationIdRetired,
   organizationNotFound,
 } from './admin-errors';
-import { organizationView } from './admin-views';
+import { organizationView, sessionLimitsOf } from './admin-views';
 
 /** The request's `Idempotency-Key`, null without one; 400 when it is not a valid one. */
 function readIdempotencyKey(req: Request): string | null {
@@ -30,7 +30,8 @@ function readIdempotencyKey(req: Request): string | null {
 }
 
 /**
- * Organizations: create, list, get, update (budgets, credit top-up), delete; and their usage.
+ * Organizations: create, list, get, update (budgets, credit top-up, session limits), delete; and
+ * their usage. Reads show each bucket's balance and the live counts on the session service.
  * A create or an update sent with `Idempotency-Key` is made once (AccountStore's
  * createOrganizationOnce and updateOrganizationOnce), so a client whose connection broke, or that
  * got a 503, may send it again.
@@ -46,7 +47,8 @@ export function organizationsRoutes(store: AccountStore): Router {
     const idempotencyKey = readIdempotencyKey(req);
     let created;
     try {
-      created = await store.createOrganizationOnce(body.data, idempotencyKey);
+      const { session_limits: limits, ...rest } = body.data;
+      created = await store.createOrganizationOnce({ ...rest, sessionLimits: sessionLimitsOf(limits) }, idempotencyKey);
     } catch (err) {
       // The id is the request's, or the one its Idempotency-Key names.
       if (err instanceof AccountError && err.reason === 'conflict') throw organizationExists(err.orgId ?? '');
@@ -61,8 +63,7 @@ export function organizationsRoutes(store: AccountStore): Router {
 
   router.get('/organizations', operatorOnly, async (_req, res) => {
     const orgs = await store.listOrganizations();
-    const balances = await Promise.all(orgs.map((org) => store.getBucketBalances(org.id)));
-    const data = orgs.map((org, i) => organizationView(org, balances[i]));
+    const data = await Promise.all(orgs.map(async (org) => organizationView(org, await liveState(store, org.id))));
     const list: OrganizationList = { object: 'list', data };
     res.json(list);
   });
@@ -70,17 +71,18 @@ export function organizationsRoutes(store: AccountStore): Router {
   router.get('/organizations/:orgId', async (req, res) => {
     const org = await store.getOrganization(req.params.orgId);
     if (!org) throw organizationNotFound(req.params.orgId);
-    res.json(organizationView(org, await store.getBucketBalances(org.id)));
+    res.json(organizationView(org, await liveState(store, org.id)));
   });
 
   router.patch('/organizations/:orgId', operatorOnly, async (req, res) => {
     const body = UpdateOrganizationRequest.safeParse(req.body === undefined ? {} : req.body);
     if (!body.success) throw invalidAdminRequest(body.error);
     const idempotencyKey = readIdempotencyKey(req);
-    const { name, budgets, credit_top_up: creditTopUp } = body.data;
+    const { name, budgets, credit_top_up: creditTopUp, session_limits: limits } = body.data;
+    const update = { name, budgets, creditTopUp, sessionLimits: sessionLimitsOf(limits) };
     let updated;
     try {
-      updated = await store.updateOrganizationOnce(req.params.orgId, { name, budgets, creditTopUp }, idempotencyKey);
+      updated = await store.updateOrganizationOnce(req.params.orgId, update, idempotencyKey);
     } catch (err) {
       if (err instanceof AccountError && err.reason === 'idempotency_key_reused') throw idempotencyKeyReused();
       if (err instanceof AccountError && err.reason === 'credit_out_of_range') throw creditOutOfRange(CREDIT_LIMIT);
@@ -108,4 +110,10 @@ export function organizationsRoutes(store: AccountStore): Router {
   });
 
   return router;
+}
+
+/** What a read shows beside the record: the buckets' balances now and the live counts on the session service. */
+async function liveState(store: AccountStore, orgId: string) {
+  const [balances, turns] = await Promise.all([store.getBucketBalances(orgId), store.getOrganizationTurns(orgId)]);
+  return { balances, turns };
 }

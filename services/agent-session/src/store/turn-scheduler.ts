@@ -1,0 +1,196 @@
+import type { Redis } from 'ioredis';
+import { claimTurnsScript } from './lua/claim-turns.script';
+import { finishTurnScript } from './lua/finish-turn.script';
+import { reapTurnsScript } from './lua/reap-turns.script';
+import { RUNNING_SCORE } from './lua/scheduler.lua';
+import { requeueTurnScript } from './lua/requeue-turn.script';
+import {
+  appendedMessages,
+  ENDED_MARKER_TTL_MS,
+  outcomeArgs,
+  type StoredMessage,
+  type TurnOutcome,
+} from './session-store';
+import { schedulerOrg, sessionEventsChannel, sessionKeyBase, sessionKeys, type SessionKeys } from './session-keys';
+import {
+  DEFAULT_EVENT_LOG_RETENTION,
+  turnEndLogArg,
+  type EventLogRetention,
+  type TurnEndEvents,
+} from './event-log-keys';
+
+/** A turn a worker claimed: leased to it, its job and the history it runs on. */
+export interface ClaimedTurn {
+  sessionId: string;
+  turnId: string;
+  /** The session's organization; null for sessions made without auth. */
+  orgId: string | null;
+  /** The turn's AgentTurnJob as the API queued it (JSON). */
+  jobJson: string;
+  /** The session's history, ending with the turn's own message. */
+  history: StoredMessage[];
+}
+
+/** A turn a reaper took from a worker that stopped heartbeating. */
+export interface ReapedTurn {
+  sessionId: string;
+  turnId: string;
+  /** `ended`: ended in error now; `deleted`: its session was deleted while its worker was gone. */
+  how: 'ended' | 'deleted';
+  /** The turn's job JSON (null when it could not be found any more). */
+  jobJson: string | null;
+}
+
+/** How ending a turn went: applied or stale, and whether this worker still held its lease. */
+export interface FinishResult {
+  result: 'applied' | 'stale';
+  /** False when a reaper had taken the turn's lease first (this worker seemed gone). */
+  stillLeased: boolean;
+  /** The turns claimed in the same step. */
+  next: ClaimedTurn[];
+}
+
+/** The wait on the wake token ends after this long anyway, in seconds: a token lost with a worker costs no more. */
+const WAKE_TIMEOUT_SECONDS = 2;
+
+/**
+ * The worker's side of the fair turn scheduler (the Lua in `lua/scheduler.lua.ts`): claim turns
+ * in fair order across organizations, end a turn and claim the next in one round trip, reap turns
+ * whose worker stopped, and wait for work on a blocking connection.
+ */
+export class TurnScheduler {
+  private readonly base: string;
+  private readonly keys: SessionKeys;
+  private readonly eventsChannel: string;
+
+  constructor(
+    private readonly redis: Redis,
+    prefix: string,
+    private readonly clock: () => number = Date.now,
+    /** Retention of the session event logs the turns' ends write to. */
+    private readonly eventLog: EventLogRetention = DEFAULT_EVENT_LOG_RETENTION,
+  ) {
+    this.base = sessionKeyBase(prefix);
+    this.keys = sessionKeys(prefix);
+    this.eventsChannel = sessionEventsChannel(prefix);
+  }
+
+  /**
+   * Claims up to `max` turns, each leased for `leaseTtlMs`. With `baton`, a claim that took all it
+   * asked for while more wait leaves a wake token for another idle worker.
+   */
+  async claim(max: number, leaseTtlMs: number, baton = true): Promise<ClaimedTurn[]> {
+    const reply = await claimTurnsScript.run(
+      this.redis,
+      [this.keys.ready, this.keys.leases],
+      [this.base, max, leaseTtlMs, baton ? 1 : 0],
+    );
+    return this.withHistories(reply);
+  }
+
+  /**
+   * Ends a turn its worker ran: releases its lease, ends it compare-and-set, and claims up to
+   * `claimNext` turns, all in one step; `events` go to the session's event log with the end.
+   */
+  async finish(
+    turn: { sessionId: string; turnId: string; orgId: string | null },
+    outcome: TurnOutcome,
+    claimNext: number,
+    leaseTtlMs: number,
+    events?: TurnEndEvents,
+  ): Promise<FinishResult> {
+    const [result, released, claimed] = (await finishTurnScript.run(
+      this.redis,
+      [this.keys.session(turn.sessionId), this.keys.leases],
+      [
+        this.base,
+        turn.sessionId,
+        turn.turnId,
+        schedulerOrg(turn.orgId),
+        this.clock(),
+        this.eventsChannel,
+        ...outcomeArgs(outcome),
+        ENDED_MARKER_TTL_MS,
+        claimNext,
+        leaseTtlMs,
+        ...appendedMessages(outcome),
+        turnEndLogArg(this.eventLog, events),
+      ],
+    )) as ['applied' | 'stale', number, unknown];
+    return { result, stillLeased: Number(released) === 1, next: await this.withHistories(claimed) };
+  }
+
+  /** Hands a claimed turn that never started back to the front of its queue; false when it was no longer this worker's. */
+  async requeue(turn: { sessionId: string; turnId: string; orgId: string | null }): Promise<boolean> {
+    const requeued = await requeueTurnScript.run(
+      this.redis,
+      [this.keys.leases],
+      [this.base, turn.sessionId, turn.turnId, schedulerOrg(turn.orgId)],
+    );
+    return Number(requeued) === 1;
+  }
+
+  /** Takes up to `limit` turns whose lease expired and ends each in error with `error` (one step each). */
+  async reap(limit: number, error: string): Promise<ReapedTurn[]> {
+    const reply = (await reapTurnsScript.run(
+      this.redis,
+      [this.keys.leases],
+      [this.base, limit, this.eventsChannel, ENDED_MARKER_TTL_MS, error, turnEndLogArg(this.eventLog)],
+    )) as Array<[string, string, 'ended' | 'deleted', string | null | false]>;
+    return reply.map(([sessionId, turnId, how, jobJson]) => ({
+      sessionId,
+      turnId,
+      how,
+      jobJson: typeof jobJson === 'string' ? jobJson : null,
+    }));
+  }
+
+  /**
+   * Waits on `blocking` (a connection of its own: the wait holds it) until a wake token is left or
+   * a couple of seconds pass. Resolves either way; the caller claims next.
+   */
+  async waitForWork(blocking: Redis): Promise<void> {
+    await blocking.bzpopmin(this.keys.wake, WAKE_TIMEOUT_SECONDS);
+  }
+
+  /**
+   * The claimed turns of a claim's reply, each with its session's history, read in one pipeline
+   * (a running session's history does not change until its turn ends; a session deleted since
+   * reads empty, and its turn is cancelled). A read that fails leaves the turns leased: their
+   * leases lapse and the reaper ends them, as for a claim whose reply was lost.
+   */
+  private async withHistories(reply: unknown): Promise<ClaimedTurn[]> {
+    const claimed = (reply as Array<[string, string, string, string]> | null) ?? [];
+    if (claimed.length === 0) return [];
+    const pipeline = this.redis.pipeline();
+    for (const [sessionId] of claimed) pipeline.lrange(this.keys.history(sessionId), 0, -1);
+    const histories = (await pipeline.exec()) ?? [];
+    return claimed.map(([sessionId, turnId, org, jobJson], i) => {
+      const [err, items] = histories[i] ?? [new Error('no reply'), null];
+      if (err) throw err;
+      return {
+        sessionId,
+        turnId,
+        orgId: org === '' ? null : org,
+        jobJson,
+        history: (items as string[]).map((item) => JSON.parse(item) as StoredMessage),
+      };
+    });
+  }
+
+  /**
+   * Turns waiting and executing, cluster-wide, in one round trip of O(log n) reads: executing =
+   * the leases held, waiting = the running sessions (their turn accepted) less those.
+   */
+  async counts(): Promise<{ waiting: number; active: number }> {
+    const results = await this.redis
+      .multi()
+      .zcount(this.keys.activity, RUNNING_SCORE, '+inf')
+      .zcard(this.keys.leases)
+      .exec();
+    const running = Number(results?.[0]?.[1] ?? 0);
+    const active = Number(results?.[1]?.[1] ?? 0);
+    return { waiting: Math.max(0, running - active), active };
+  }
+}
+
