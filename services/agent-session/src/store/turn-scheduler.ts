@@ -193,4 +193,3 @@ export class TurnScheduler {
     return { waiting: Math.max(0, running - active), active };
   }
 }
-

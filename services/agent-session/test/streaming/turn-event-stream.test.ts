@@ -43,7 +43,13 @@ async function runningTurn(): Promise<{ sessionId: string; turnId: string; strea
   const sessionId = randomUUID();
   const turnId = randomUUID();
   await store.create(sessionId, 'org_a', [], { maxSessions: 1000, maxHistoryBytes: 1 << 20 });
-  await store.startTurn(sessionId, 'org_a', turnId, { role: 'user', content: 'hi' }, 1 << 20);
+  const job = { session_id: sessionId, turn_id: turnId, org_id: 'org_a', message: { role: 'user' }, accepted_at: 0 };
+  await store.startTurn(
+    sessionId,
+    'org_a',
+    { turnId, message: { role: 'user', content: 'hi' }, job: JSON.stringify(job) },
+    { maxHistoryBytes: 1 << 20, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 },
+  );
   return { sessionId, turnId, stream: streams.open({ sessionId, turnId, orgId: 'org_a' }) };
 }
 
@@ -76,7 +82,12 @@ it('costs one round trip for a turn no one reads, and keeps what it would write'
   // A reader that comes as the turn ends gets it whole: the finish script writes what waited.
   await redis.set(keys.watch(sessionId), '1', 'PX', 10_000);
   const reply = { role: 'assistant' as const, content: 'Hello there' };
-  await store.finishTurn(sessionId, turnId, { kind: 'success', append: [reply], response: reply }, 'worker', tail);
+  await store.finishTurn(
+    sessionId,
+    turnId,
+    { kind: 'success', append: [reply], response: reply },
+    { org: 'org_a', events: tail },
+  );
   expect((await log(sessionId)).map(([type]) => type)).toEqual(['turn.started', 'message.delta', 'turn.completed']);
 });
 
@@ -100,7 +111,12 @@ it('writes the turn from its start as soon as a reader is announced, then in bat
   const text = `before ${Array.from({ length: 50 }, (_, i) => `${i} `).join('')}`;
   const reply = { role: 'assistant' as const, content: text };
   expect(
-    await store.finishTurn(sessionId, turnId, { kind: 'success', append: [reply], response: reply }, 'worker', tail),
+    await store.finishTurn(
+      sessionId,
+      turnId,
+      { kind: 'success', append: [reply], response: reply },
+      { org: 'org_a', events: tail },
+    ),
   ).toBe('applied');
   stream.close();
   const events = await log(sessionId);
@@ -134,7 +150,7 @@ it('writes nothing of a turn after its session is deleted: the deletion is its l
   await redis.set(keys.watch(sessionId), '1', 'PX', 10_000);
   stream.begin();
   await waitFor(async () => (await log(sessionId)).length === 1);
-  expect(await store.delete(sessionId, 'org_a')).toBe('deleted');
+  expect((await store.delete(sessionId, 'org_a')).deleted).toBe(true);
   stream.push([delta('too late')]);
   await new Promise((resolve) => setTimeout(resolve, 200));
   stream.close();
