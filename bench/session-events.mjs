@@ -12,20 +12,19 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { benchArgs } from './lib/args.mjs';
 import { cpuMsOf, quantile, rssOf, startService, stopProcess } from './lib/processes.mjs';
+import { sessionClient, startBenchRedis } from './lib/session-rig.mjs';
 
 const { turns, readers, tokens, base } = benchArgs(
   'node bench/session-events.mjs [--turns 30] [--readers 1000] [--tokens 200] [--base DIR]',
   { numbers: { turns: 30, readers: 1000, tokens: 200 }, strings: { base: null } },
 );
 const root = new URL('..', import.meta.url).pathname;
-// Ports of this bench's own processes (a Redis of its own: INFO counts only this run's commands).
-const PORTS = { redis: 24379, gateway: 24080, api: 24081, baseApi: 24082 };
+// Ports of this bench's services; its Redis is one of its own (INFO counts only this run's commands).
+const PORTS = { gateway: 24080, api: 24081, baseApi: 24082 };
 const MODEL = 'bench/sim';
 const KEY = `tw-bench-${'k'.repeat(40)}`;
 const prefix = 'bench-events:';
@@ -36,30 +35,7 @@ function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-async function startRedis() {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(PORTS.redis), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  );
-  children.push(child);
-  for (let i = 0; i < 100; i++) {
-    const answered = await new Promise((resolve) => {
-      const socket = net.connect(PORTS.redis, '127.0.0.1');
-      socket.once('connect', () => socket.write('PING\r\n'));
-      socket.once('data', (data) => resolve(data.toString().startsWith('+PONG')) || socket.destroy());
-      socket.once('error', () => resolve(false));
-    });
-    if (answered) return new Redis(`redis://127.0.0.1:${PORTS.redis}`);
-    await sleep(50);
-  }
-  throw new Error('redis-server did not start');
-}
-
-async function startServices() {
-  const redisUrl = `redis://127.0.0.1:${PORTS.redis}`;
+async function startServices(redisUrl) {
   const catalog = join(dir, 'catalog.json');
   // A model that takes 60 ms to its first token, then 4 ms a token: a hosted model's shape.
   writeFileSync(
@@ -90,12 +66,12 @@ async function startServices() {
     },
   });
   children.push(gateway.child);
-  return { gateway, ...(await startSessionServices(root, PORTS.api, prefix)) };
+  return { gateway, ...(await startSessionServices(root, redisUrl, PORTS.api, prefix)) };
 }
 
 /** The session API (no auth) and one worker (concurrency 4, the default chat agent) of the build in `dir`. */
-async function startSessionServices(dir, port, keyPrefix) {
-  const common = { REDIS_URL: `redis://127.0.0.1:${PORTS.redis}`, REDIS_PREFIX: keyPrefix, ACCESS_LOG: 'false' };
+async function startSessionServices(dir, redisUrl, port, keyPrefix) {
+  const common = { REDIS_URL: redisUrl, REDIS_PREFIX: keyPrefix, ACCESS_LOG: 'false' };
   const api = await startService(join(dir, 'services/agent-session/dist/main-api.js'), {
     args: ['--no-auth', '--max-sessions', '1000000'],
     env: {
@@ -123,30 +99,14 @@ async function startSessionServices(dir, port, keyPrefix) {
   return { api, worker };
 }
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+// The API runs without auth: the clients' key is ignored.
+const clients = {
+  [PORTS.api]: sessionClient([`http://127.0.0.1:${PORTS.api}`], ''),
+  [PORTS.baseApi]: sessionClient([`http://127.0.0.1:${PORTS.baseApi}`], ''),
+};
 
 function call(method, path, body, port = PORTS.api) {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request(
-      {
-        host: '127.0.0.1',
-        port,
-        method,
-        path,
-        agent,
-        headers: payload ? { 'content-type': 'application/json' } : {},
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => (text += chunk));
-        res.on('end', () => resolve({ status: res.statusCode, body: text.startsWith('{') ? JSON.parse(text) : text }));
-      },
-    );
-    req.on('error', reject);
-    req.end(payload);
-  });
+  return clients[port].call(method, path, body);
 }
 
 /**
@@ -257,22 +217,20 @@ async function firstDeltaPhase() {
   return { watched, sentAndStreamed, gatewayMs, gatewayCalls: after.count - before.count };
 }
 
+/** The rig's counters as { stats: calls by command, total }. */
 async function commandStats(redis) {
-  const info = await redis.info('commandstats');
-  const stats = {};
-  for (const line of info.split('\n')) {
-    const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line);
-    if (match) stats[match[1]] = Number(match[2]);
-  }
-  const total = Number(/total_commands_processed:(\d+)/.exec(await redis.info('stats'))[1]);
-  return { stats, total };
+  const { commands, byCommand } = await redis.counters();
+  return {
+    total: commands,
+    stats: Object.fromEntries(Object.entries(byCommand).map(([name, { calls }]) => [name, calls])),
+  };
 }
 
 function diff(after, before) {
   const out = {};
   for (const [name, calls] of Object.entries(after.stats)) {
     const delta = calls - (before.stats[name] ?? 0);
-    if (delta > 0) out[name] = delta;
+    if (delta > 0 && name !== 'info') out[name] = delta;
   }
   return { stats: out, total: after.total - before.total };
 }
@@ -314,7 +272,7 @@ async function unreadTurns(port) {
 async function redisPhase(redis) {
   let baseline = null;
   if (base) {
-    const started = await startSessionServices(base, PORTS.baseApi, 'bench-events-base:');
+    const started = await startSessionServices(base, redis.url, PORTS.baseApi, 'bench-events-base:');
     await unreadTurns(PORTS.baseApi);
     baseline = await commandsPerTurn(redis, () => unreadTurns(PORTS.baseApi));
     await Promise.all([stopProcess(started.api.child), stopProcess(started.worker)]);
@@ -378,8 +336,8 @@ async function readersPhase(api) {
 const ms = (value) => `${value.toFixed(1)} ms`;
 
 async function main() {
-  const redis = await startRedis();
-  const { api } = await startServices();
+  const redis = await startBenchRedis();
+  const { api } = await startServices(redis.url);
   try {
     const first = await firstDeltaPhase();
     const p50 = quantile(
@@ -437,11 +395,10 @@ async function main() {
     );
     console.log(`   CPU per reader per turn: ${load.cpuPerReaderPerTurnUs.toFixed(1)} µs`);
   } finally {
-    await Promise.all(children.slice(1).map((child) => stopProcess(child)));
-    await redis.quit().catch(() => undefined);
-    await stopProcess(children[0]);
+    await Promise.all(children.map((child) => stopProcess(child)));
+    await redis.stop();
     rmSync(dir, { recursive: true, force: true });
-    agent.destroy();
+    for (const client of Object.values(clients)) client.close();
   }
 }
 
