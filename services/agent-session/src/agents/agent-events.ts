@@ -12,7 +12,19 @@ export class AgentEventEmitter implements AgentEvents {
   private scheduled = false;
   private closed = false;
 
-  constructor(private readonly send: (events: AgentStreamEvent[]) => void) {}
+  constructor(
+    private readonly send: (events: AgentStreamEvent[]) => void,
+    private isLive = false,
+  ) {}
+
+  get live(): boolean {
+    return this.isLive;
+  }
+
+  /** The session got a reader: from now on model calls are worth streaming. */
+  goLive(): void {
+    this.isLive = true;
+  }
 
   startMessage(): number {
     return ++this.message;

@@ -63,6 +63,13 @@ export interface AgentContext {
  */
 export interface AgentEvents {
   /**
+   * True while the session has readers (from the turn's start, or since one came): a model call
+   * made now is worth streaming. `streamModel` asks it: with no one reading, a call is made whole
+   * (cheaper for the gateway and the worker), and its answer is forwarded as one delta, which is
+   * what a reader who comes later would read first anyway.
+   */
+  readonly live: boolean;
+  /**
    * Starts the turn's next assistant message and returns its index (0 for the first); later
    * deltas belong to it. Call it once per model call whose output you forward.
    */

@@ -126,6 +126,7 @@ export function callModel(ctx: AgentContext, body: ChatCompletionCreateParamsNon
  * is, its text forwarded as one delta.
  */
 export function streamModel(ctx: AgentContext, body: ChatCompletionCreateParamsBase): Promise<ChatCompletion> {
+  if (!ctx.events.live) return wholeModelCall(ctx, body);
   const request: ChatCompletionCreateParamsStreaming = {
     ...body,
     stream: true,
@@ -159,6 +160,23 @@ export function streamModel(ctx: AgentContext, body: ChatCompletionCreateParamsB
       await frames.return(undefined);
     }
   });
+}
+
+/**
+ * A call made whole while no one reads the session (`ctx.events.live` false): its answer is
+ * forwarded as one delta, which a reader who comes after reads as the text so far.
+ */
+async function wholeModelCall(ctx: AgentContext, body: ChatCompletionCreateParamsBase): Promise<ChatCompletion> {
+  const { stream_options: _streamOptions, ...whole } = body;
+  const completion = await callModel(ctx, { ...whole, stream: false });
+  const assembler = new CompletionAssembler();
+  const deltas = assembler.add(completionAsChunk(completion));
+  if (deltas.content !== undefined || deltas.reasoning_content !== undefined || deltas.toolCalls.length > 0) {
+    ctx.events.startMessage();
+    if (deltas.content !== undefined || deltas.reasoning_content !== undefined) ctx.events.delta(deltas);
+    for (const call of deltas.toolCalls) ctx.events.toolCallDelta(call);
+  }
+  return completion;
 }
 
 /** Feeds a chat stream's chunks to `forward` until `[DONE]` or its end; resolves the completion they make. */

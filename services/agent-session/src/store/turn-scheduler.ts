@@ -29,6 +29,8 @@ export interface ClaimedTurn {
   jobJson: string;
   /** The session's history, ending with the turn's own message. */
   history: StoredMessage[];
+  /** The session had readers of its event stream when the turn was claimed. */
+  watched: boolean;
 }
 
 /** A turn a reaper took from a worker that stopped heartbeating. */
@@ -160,12 +162,12 @@ export class TurnScheduler {
    * leases lapse and the reaper ends them, as for a claim whose reply was lost.
    */
   private async withHistories(reply: unknown): Promise<ClaimedTurn[]> {
-    const claimed = (reply as Array<[string, string, string, string]> | null) ?? [];
+    const claimed = (reply as Array<[string, string, string, string, number]> | null) ?? [];
     if (claimed.length === 0) return [];
     const pipeline = this.redis.pipeline();
     for (const [sessionId] of claimed) pipeline.lrange(this.keys.history(sessionId), 0, -1);
     const histories = (await pipeline.exec()) ?? [];
-    return claimed.map(([sessionId, turnId, org, jobJson], i) => {
+    return claimed.map(([sessionId, turnId, org, jobJson, watched], i) => {
       const [err, items] = histories[i] ?? [new Error('no reply'), null];
       if (err) throw err;
       return {
@@ -174,6 +176,7 @@ export class TurnScheduler {
         orgId: org === '' ? null : org,
         jobJson,
         history: (items as string[]).map((item) => JSON.parse(item) as StoredMessage),
+        watched: Number(watched) === 1,
       };
     });
   }

@@ -108,6 +108,9 @@ export class TurnEventStream {
   private recheck = false;
   /** A notice that the session has a reader came (maybe before `begin`). */
   private noticed = false;
+  /** The session has readers (a reader was known at the turn's start, or a write went out since). */
+  private isLive = false;
+  private readonly liveListeners: Array<() => void> = [];
 
   constructor(
     private readonly owner: TurnEventStreams,
@@ -121,7 +124,24 @@ export class TurnEventStream {
    */
   begin(watched?: boolean): void {
     this.batch.add({ type: 'turn.started', session_id: this.turn.sessionId, turn_id: this.turn.turnId });
+    if (watched === true) this.goLive();
     if (watched !== false || this.noticed) void this.flush();
+  }
+
+  /** True while the session has readers: the agent streams its model calls then. */
+  get live(): boolean {
+    return this.isLive;
+  }
+
+  /** Calls `listener` once when the turn goes live (a reader came). */
+  onLive(listener: () => void): void {
+    if (!this.isLive) this.liveListeners.push(listener);
+  }
+
+  private goLive(): void {
+    if (this.isLive) return;
+    this.isLive = true;
+    for (const listener of this.liveListeners.splice(0)) listener();
   }
 
   /** Events the agent emitted (the child pool hands them over). */
@@ -198,6 +218,7 @@ export class TurnEventStream {
           this.mode = 'write';
           this.startId = startId;
           this.lastWriteAt = Date.now();
+          this.goLive();
         } else if (written === 0) {
           this.batch.restore(taken);
         } else {

@@ -89,7 +89,7 @@ export function createAgentTurnProcessor(deps: AgentTurnProcessorDeps): AgentTur
       let outcome: ChildOutcome = { kind: 'cancelled' };
       if (child) {
         deps.metrics?.turnStarted();
-        events?.begin();
+        events?.begin(claimed.watched);
         outcome = await child.run(
           { turnId, sessionId, orgId: turn.org_id },
           {

@@ -150,7 +150,20 @@ export class ChildPool {
           finish({ kind: 'timeout', error: `turn timed out after ${timeoutMs} ms` });
         }, timeoutMs);
       }
-      const run: ParentMessage = { type: 'run', turnId, sessionId, orgId, input, traceparent: telemetry.traceparent };
+      const run: ParentMessage = {
+        type: 'run',
+        turnId,
+        sessionId,
+        orgId,
+        input,
+        traceparent: telemetry.traceparent,
+        live: telemetry.events?.live ?? false,
+      };
+      telemetry.events?.onLive(() => {
+        if (child.turn?.turnId !== turnId) return;
+        const live: ParentMessage = { type: 'live', turnId };
+        child.process.send(live, () => undefined);
+      });
       const unreachable = (err: Error) => {
         this.kill(child);
         finish({ kind: 'crashed', error: `turn failed: could not reach the agent process (${err.message})` });

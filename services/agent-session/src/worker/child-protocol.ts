@@ -27,6 +27,14 @@ export interface ChildRun {
   input: AgentInput;
   /** `traceparent` of the turn's invoke_agent span, sent on its model calls; absent when tracing is off. */
   traceparent?: string;
+  /** The session has readers now (`ctx.events.live`): model calls are worth streaming. */
+  live?: boolean;
+}
+
+/** Parent → child: the running turn's session got a reader (`ctx.events.live` turns true). */
+export interface ChildLive {
+  type: 'live';
+  turnId: string;
 }
 
 /** Parent → child: the `traceparent` of a chat call's span (answer to a `chat-start` asking for it). */
@@ -38,7 +46,7 @@ export interface ChildChatTraceparent {
 }
 
 /** Messages the parent sends. */
-export type ParentMessage = ChildInit | ChildRun | ChildChatTraceparent;
+export type ParentMessage = ChildInit | ChildRun | ChildChatTraceparent | ChildLive;
 
 /**
  * Child → parent: a chat call of the running turn begins. With `wantsTraceparent` (tracing on)
@@ -87,6 +95,10 @@ export interface ChildEventsMessage {
 /** The worker's side of a turn's events (its session's event stream); the pool hands it the turn's `events` messages. */
 export interface TurnEventSink {
   push(events: AgentStreamEvent[]): void;
+  /** True while the session has readers (the agent streams its model calls then). */
+  readonly live: boolean;
+  /** Calls `listener` once when `live` turns true (not when it is already). */
+  onLive(listener: () => void): void;
 }
 
 /** Messages the child sends: ready after loading the agent, a turn's result, or a fatal start-up error. */

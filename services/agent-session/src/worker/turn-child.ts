@@ -17,6 +17,8 @@ let logger: Logger | null = null;
 const turnAborts = new Set<AbortController>();
 /** The turn running now (one at a time per child). */
 let turnId: string | undefined;
+/** The running turn's `ctx.events`. */
+let turnEvents: AgentEventEmitter | undefined;
 /** `traceparent` of the turn's invoke_agent span, put on its model calls; absent when tracing is off. */
 let turnTraceparent: string | undefined;
 /** The running turn's session's organization, named on its model calls; absent without auth. */
@@ -109,7 +111,11 @@ async function run(message: ChildRun): Promise<void> {
   turnTraceparent = message.traceparent;
   turnOrganization = message.orgId ?? undefined;
   const turnLogger = logger.child({ session_id: message.sessionId, turn_id: message.turnId });
-  const events = new AgentEventEmitter((batch) => send({ type: 'events', turnId: message.turnId, events: batch }));
+  const events = new AgentEventEmitter(
+    (batch) => send({ type: 'events', turnId: message.turnId, events: batch }),
+    message.live === true,
+  );
+  turnEvents = events;
   try {
     const result = await agent(message.input, { ...base, logger: turnLogger, signal: abort.signal, events });
     if (!result || !Array.isArray(result.messages)) throw new Error('the agent returned no messages array');
@@ -129,6 +135,7 @@ async function run(message: ChildRun): Promise<void> {
     send({ type: 'done', turnId: message.turnId, ok: false, error: err instanceof Error ? err.message : String(err) });
   } finally {
     turnId = undefined;
+    turnEvents = undefined;
     turnTraceparent = undefined;
     turnOrganization = undefined;
     turnAborts.delete(abort);
@@ -138,7 +145,9 @@ async function run(message: ChildRun): Promise<void> {
 process.on('message', (message: ParentMessage) => {
   if (message.type === 'init') void init(message);
   else if (message.type === 'run') void run(message);
-  else if (message.type === 'chat-traceparent') {
+  else if (message.type === 'live') {
+    if (message.turnId === turnId) turnEvents?.goLive();
+  } else if (message.type === 'chat-traceparent') {
     awaitingTraceparent.get(message.callId)?.(message.traceparent);
     awaitingTraceparent.delete(message.callId);
   }

@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
-import { sendStream } from '../worker/worker-harness';
+import { answerChat, sendStream } from '../worker/worker-harness';
 import { KEYS, orgAuthenticator, startStreamPlatform, type StreamPlatform } from './stream-harness';
 
 // A page in a real browser (Debian's chromium through playwright-core) reads a turn with
@@ -79,7 +79,7 @@ beforeAll(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   platform = await startStreamPlatform({ replicaOptions: { authenticator: orgAuthenticator } });
   // The model writes a few characters every 40 ms: a turn of about three seconds.
-  platform.reply = (_request, res) => sendStream(res, STORY, 40, { paceMs: 40, pieceChars: 5 });
+  platform.reply = (request, res) => answerChat(request, res, STORY, 40, { paceMs: 40, pieceChars: 5 });
   const api = new URL(platform.replicas[0]!.url);
   // The page's backend: the page itself, its send, and the stream forwarded with the key added.
   backend = http.createServer((req, res) => {

@@ -1,7 +1,7 @@
 import { SessionErrorResponse } from '@tollway/contracts';
 import { Redis } from 'ioredis';
 import { streamKeys } from '../../src/store/event-log-keys';
-import { sendStream, startTestServer, waitFor } from '../worker/worker-harness';
+import { answerChat, sendStream, startTestServer, waitFor } from '../worker/worker-harness';
 import {
   auth,
   deltaText,
@@ -33,7 +33,7 @@ afterAll(async () => {
 });
 
 beforeEach(() => {
-  platform.reply = (_request, res) => sendStream(res, REPLY, 17, { paceMs: 2 });
+  platform.reply = (request, res) => answerChat(request, res, REPLY, 17, { paceMs: 2 });
 });
 
 describe('GET /sessions/{id}/events', () => {
@@ -166,30 +166,31 @@ describe('GET /sessions/{id}/events', () => {
 });
 
 describe('a reader that comes mid-turn', () => {
-  it('gets the turn from its start: the text written before it came in its first delta, exactly', async () => {
+  it('gets the turn from its start: turn.started at once, the text of the call no one was reading when it ends, exactly', async () => {
     const sessionId = await platform.createSession();
     const long = 'x'.repeat(50) + REPLY + 'y'.repeat(50);
-    platform.reply = (_request, res) => sendStream(res, long, 9, { paceMs: 10, pieceChars: 2 });
+    platform.reply = (request, res) => answerChat(request, res, long, 9, { paceMs: 10, pieceChars: 2 });
     await send(url, sessionId, 'go');
-    await sleep(400);
+    await sleep(200);
     const reader = await StreamReader.open(`${url}/sessions/${sessionId}/events`);
-    // The text so far comes as soon as the worker hears of the reader, not when the turn ends.
-    await reader.until('message.delta');
+    // The worker hears of the reader and writes what it holds (the turn's start) at once; the
+    // model call, made whole since no one read when it began, comes in one delta when it ends.
+    expect((await reader.next())?.event.type).toBe('turn.started');
     const now = (await (await fetch(`${url}/sessions/${sessionId}`)).json()) as { status: string };
     expect(now.status).toBe('running');
     const events = await reader.rest();
-    expect(events[0]!.event.type).toBe('turn.started');
     const deltas = events.filter(({ event }) => event.type === 'message.delta');
-    // The first delta carries what was written while no one read: many pieces of two characters.
-    const first = deltas[0]!.event;
-    expect(first.type === 'message.delta' && (first.content ?? '').length).toBeGreaterThan(20);
+    expect(deltas).toHaveLength(1);
     expect(deltaText(events)).toBe(long);
+    expect(events.at(-1)!.event.type).toBe('turn.completed');
+    // Its model call was made whole: no one read when it began.
+    expect((platform.gateway.received.at(-1)?.json as { stream?: boolean }).stream).toBe(false);
   });
 
   it('that joins a turn another reader streams reads it from its start too (its own catch-up, then the shared read)', async () => {
     const sessionId = await platform.createSession();
     const long = 'z'.repeat(60) + REPLY;
-    platform.reply = (_request, res) => sendStream(res, long, 9, { paceMs: 10, pieceChars: 2 });
+    platform.reply = (request, res) => answerChat(request, res, long, 9, { paceMs: 10, pieceChars: 2 });
     const early = await StreamReader.open(`${url}/sessions/${sessionId}/events`);
     await send(url, sessionId, 'go');
     await early.until('message.delta');
@@ -244,7 +245,7 @@ describe('POST /sessions/{id}/messages with Accept: text/event-stream', () => {
     });
     expect(missing.status).toBe(404);
     const sessionId = await platform.createSession();
-    platform.reply = (_request, res) => sendStream(res, REPLY, 9, { paceMs: 20 });
+    platform.reply = (request, res) => answerChat(request, res, REPLY, 9, { paceMs: 20 });
     await send(url, sessionId, 'first');
     const busy = await fetch(`${url}/sessions/${sessionId}/messages`, { method: 'POST', headers, body: '{}' });
     expect(busy.status).toBe(409);
@@ -368,7 +369,7 @@ describe('a deletion mid-stream', () => {
     });
     try {
       const sessionId = await platform.createSession();
-      platform.reply = (_request, res) => sendStream(res, 'w'.repeat(400), 9, { paceMs: 10 });
+      platform.reply = (request, res) => answerChat(request, res, 'w'.repeat(400), 9, { paceMs: 10 });
       const reader = await StreamReader.open(`${url}/sessions/${sessionId}/messages`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'text/event-stream' },

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import * as fc from 'fast-check';
 import { readSseFrames, SessionEvent } from '@tollway/contracts';
-import { sendStream } from '../worker/worker-harness';
+import { answerChat, sendStream } from '../worker/worker-harness';
 import { send, sleep, startStreamPlatform, StreamReader, type Got, type StreamPlatform } from './stream-harness';
 
 // A cut connection resumed on the other of two API replicas misses and repeats nothing, wherever
@@ -15,7 +15,7 @@ let platform: StreamPlatform;
 beforeAll(async () => {
   // A short flush interval: a turn is then many events, and cuts fall between and inside them.
   platform = await startStreamPlatform({ replicas: 2, workerEnv: { SESSION_EVENTS_FLUSH_MS: '5' } });
-  platform.reply = (_request, res) => sendStream(res, REPLY, 11, { paceMs: 2, pieceChars: 8 });
+  platform.reply = (request, res) => answerChat(request, res, REPLY, 11, { paceMs: 2, pieceChars: 8 });
 });
 
 afterAll(() => platform.close());

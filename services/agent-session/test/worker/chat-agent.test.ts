@@ -32,10 +32,11 @@ beforeEach(() => {
   replies = [];
 });
 
-function context(maxModelTries = 3): AgentContext {
+/** A turn's context; `live`: its session has readers (the agent streams its calls then). */
+function context(maxModelTries = 3, live = true): AgentContext {
   const sink: AgentStreamEvent[] = [];
   emitted = sink;
-  emitter = new AgentEventEmitter((batch) => sink.push(...batch));
+  emitter = new AgentEventEmitter((batch) => sink.push(...batch), live);
   return {
     openai: createGatewayClient({ baseURL: `${gateway.url}/v1`, apiKey: 'sk-agent', timeoutMs: 5000 }),
     logger: createLogger({ service: 'agent-test', silent: true }),
@@ -63,6 +64,28 @@ const input = (userParams: Record<string, unknown> | null = null): AgentInput =>
 
 const envelope = (message: string, code: string, type = 'invalid_request_error') => ({
   error: { message, type, param: null, code },
+});
+
+describe('a turn no one reads', () => {
+  it('calls the model whole (no stream) and forwards its answer as one delta', async () => {
+    replies = [(res) => sendJson(res, 200, completion('hi there, all at once', 9))];
+    const result = await chatAgent(input(), context(3, false));
+    expect(result.messages).toEqual([{ role: 'assistant', content: 'hi there, all at once' }]);
+    const body = gateway.received[0]?.json as { stream?: boolean; stream_options?: unknown };
+    expect(body.stream).toBe(false);
+    expect(body.stream_options).toBeUndefined();
+    expect(events()).toEqual([{ type: 'message.delta', message_index: 0, content: 'hi there, all at once' }]);
+  });
+
+  it('streams the calls made once a reader came', async () => {
+    replies = [(res) => sendJson(res, 200, completion('before', 5)), (res) => sendStream(res, 'after', 5)];
+    const ctx = context(3, false);
+    await chatAgent(input(), ctx);
+    emitter.goLive();
+    await chatAgent(input(), ctx);
+    const bodies = gateway.received.map((request) => (request.json as { stream?: boolean }).stream);
+    expect(bodies).toEqual([false, true]);
+  });
 });
 
 describe('the default chat agent', () => {

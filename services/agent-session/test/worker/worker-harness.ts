@@ -107,6 +107,26 @@ export interface StreamReply {
  * three characters by default), the finish chunk, a usage chunk with empty choices, then
  * `data: [DONE]`; all at once or paced.
  */
+/**
+ * Answers a chat request as a gateway would: as a stream (see sendStream) when it asks for one,
+ * else the whole completion once the stream would have ended (pieces × `paceMs`). The agent
+ * streams only while its session has readers.
+ */
+export function answerChat(
+  request: Received,
+  res: ServerResponse,
+  content: string | null,
+  totalTokens = 7,
+  options: StreamReply = {},
+): void {
+  if ((request.json as { stream?: unknown } | null)?.stream === true) {
+    sendStream(res, content, totalTokens, options);
+    return;
+  }
+  const pieces = Math.ceil((content?.length ?? 0) / (options.pieceChars ?? 3));
+  setTimeout(() => sendJson(res, 200, completion(content, totalTokens)), (options.paceMs ?? 0) * pieces);
+}
+
 export function sendStream(
   res: ServerResponse,
   content: string | null,
