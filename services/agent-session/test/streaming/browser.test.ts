@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
-import { answerChat, sendStream } from '../worker/worker-harness';
+import { answerChat } from '../worker/worker-harness';
 import { KEYS, orgAuthenticator, startStreamPlatform, type StreamPlatform } from './stream-harness';
 
 // A page in a real browser (Debian's chromium through playwright-core) reads a turn with

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import * as fc from 'fast-check';
 import { readSseFrames, SessionEvent } from '@tollway/contracts';
-import { answerChat, sendStream } from '../worker/worker-harness';
+import { answerChat } from '../worker/worker-harness';
 import { send, sleep, startStreamPlatform, StreamReader, type Got, type StreamPlatform } from './stream-harness';
 
 // A cut connection resumed on the other of two API replicas misses and repeats nothing, wherever
