@@ -1,4 +1,12 @@
+import type { ConnectionOptions } from 'node:tls';
 import { Redis, type RedisOptions } from 'ioredis';
+import { ConfigError } from './config';
+import {
+  REDIS_CONNECTION_SOURCES,
+  redisConnectionProblems,
+  type RedisConnectionConfig,
+  type ReplicaWait,
+} from './redis-config';
 
 /**
  * Longest a command of a fail-fast client waits for its reply once connected, ms. Kept under a
@@ -9,10 +17,14 @@ export const REDIS_COMMAND_TIMEOUT_MS = 700;
 
 /**
  * ioredis's errors for a Redis it cannot reach or that did not answer in time (refused, closed,
- * out of retries, reply timeout): the store is unavailable (503), not a bug of the server (500).
+ * out of retries, reply timeout), and Redis's own for a node that cannot take the command now: a
+ * primary demoted by a failover (READONLY, UNBLOCKED), one still loading its data (LOADING), a
+ * replica cut from its primary (MASTERDOWN), a primary short of in-sync replicas (NOREPLICAS), no
+ * sentinel answering, a write its replicas did not acknowledge in time (ReplicationShortfall). The
+ * store is unavailable (503), not a bug of the server (500).
  */
 const REDIS_UNAVAILABLE =
-  /Connection is closed|Stream isn't writeable|ECONNREFUSED|ECONNRESET|ETIMEDOUT|MaxRetriesPerRequest|Command timed out|Command aborted/;
+  /Connection is closed|Stream isn't writeable|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EPIPE|MaxRetriesPerRequest|Command timed out|Command aborted|\bREADONLY\b|\bLOADING\b|\bMASTERDOWN\b|\bNOREPLICAS\b|\bUNBLOCKED\b|All sentinels are unreachable|ReplicationShortfall/;
 
 /** True for an error of ioredis that means Redis was unreachable or did not answer in time. */
 export function isRedisUnavailable(err: unknown): boolean {
@@ -68,9 +80,61 @@ export interface RedisFactoryOptions {
   extra?: RedisOptions;
 }
 
+/** Longest wait between two reconnection tries to a standalone Redis, ms. */
+const RECONNECT_MOST_DELAY_MS = 2000;
 /**
- * An ioredis client for `url` (redis://host:port/db), with bounded reconnect back-off; it
- * reconnects by itself for as long as Redis is away.
+ * The same through Sentinel, ms: a try costs one question to a sentinel, and once the sentinels
+ * have promoted a replica every client should find it within half a second, not two.
+ */
+const SENTINEL_RECONNECT_MOST_DELAY_MS = 500;
+/** Longest a TCP (and TLS) connection to a node found through Sentinel may take, ms. */
+const SENTINEL_CONNECT_TIMEOUT_MS = 2000;
+/** Reply timeout of a question to a sentinel, ms: a sentinel that hangs is skipped for the next. */
+const SENTINEL_COMMAND_TIMEOUT_MS = 1000;
+
+/** True for Redis's refusal of a write by a replica: the primary this client knew was demoted. */
+function isReadOnly(err: Error): boolean {
+  return /^READONLY\b/.test(err.message);
+}
+
+/**
+ * The ioredis options that say where Redis is and how to talk to it: TLS (with a private CA or a
+ * client certificate) for `rediss://`, and, with sentinels, the primary's name and how to reach
+ * the sentinels. The URL passed beside them brings the ACL user, the password and the database.
+ */
+export function redisConnectionOptions(config: RedisConnectionConfig): RedisOptions {
+  const tls: ConnectionOptions = {};
+  if (config.redisTlsCa !== undefined) tls.ca = config.redisTlsCa;
+  if (config.redisTlsCert !== undefined) tls.cert = config.redisTlsCert;
+  if (config.redisTlsKey !== undefined) tls.key = config.redisTlsKey;
+  const dataTls = config.redisUrl.startsWith('rediss://');
+  const options: RedisOptions = dataTls ? { tls } : {};
+  if (!config.redisSentinels) return options;
+  return {
+    ...options,
+    sentinels: config.redisSentinels.map(({ host, port }) => ({ host, port })),
+    name: config.redisSentinelName,
+    sentinelUsername: config.redisSentinelUsername,
+    sentinelPassword: config.redisSentinelPassword,
+    ...(config.redisSentinelTls ? { sentinelTLS: tls } : {}),
+    // Without it ioredis speaks plain TCP to the primary the sentinels name, rediss:// or not.
+    enableTLSForSentinelMode: dataTls,
+    connectTimeout: SENTINEL_CONNECT_TIMEOUT_MS,
+    sentinelCommandTimeout: SENTINEL_COMMAND_TIMEOUT_MS,
+    sentinelRetryStrategy: (times: number) => Math.min(100 * times, SENTINEL_RECONNECT_MOST_DELAY_MS),
+    // Sentinels answer with addresses; a TLS name check against a host name needs the
+    // sentinels to announce host names (`sentinel announce-hostnames yes`).
+  };
+}
+
+/**
+ * An ioredis client for the Redis `connection` names: a URL (redis://host:port/db, rediss:// for
+ * TLS, user:password@ for an ACL user), or a service's config with REDIS_URL, Sentinel and TLS
+ * settings (RedisConnectionConfig). Every connection of every process is made here, so each one
+ * follows the same settings; through Sentinel it asks the sentinels for the primary at each
+ * (re)connection and checks the node it reached is one. It reconnects by itself, with bounded
+ * back-off, for as long as Redis is away; a write refused with READONLY (a primary demoted by a
+ * failover while the connection held) makes it reconnect to the new primary.
  *
  * A fail-fast client (`failFast`) waits for its first connection like any client, so start-up
  * does not race Redis; from then on a command fails at once while the connection is down (no
@@ -84,14 +148,25 @@ export interface RedisFactoryOptions {
  * command fails instead, at its reply timeout, and what it did is unknown to the caller, as after
  * any timeout. Its duplicates inherit this.
  */
-export function createRedis(url: string, options: RedisFactoryOptions): Redis {
+export function createRedis(connection: string | RedisConnectionConfig, options: RedisFactoryOptions): Redis {
+  const config = typeof connection === 'string' ? { redisUrl: connection } : connection;
+  const problems = redisConnectionProblems(config);
+  if (problems.length > 0) {
+    const named = problems.map(({ field, message }) => `${REDIS_CONNECTION_SOURCES[field].env}: ${message}`);
+    throw new ConfigError(`Invalid configuration: ${named.join('; ')}`);
+  }
   const failFast = options.failFast === true && options.maxRetriesPerRequest !== null;
-  const redis = new Redis(url, {
+  const mostDelay = config.redisSentinels ? SENTINEL_RECONNECT_MOST_DELAY_MS : RECONNECT_MOST_DELAY_MS;
+  const redis = new Redis(config.redisUrl, {
     connectionName: options.name,
     maxRetriesPerRequest: options.maxRetriesPerRequest === undefined ? 2 : options.maxRetriesPerRequest,
     enableAutoPipelining: true,
     autoResendUnfulfilledCommands: !failFast,
-    retryStrategy: (times) => Math.min(50 * 2 ** times, 2000),
+    retryStrategy: (times) => Math.min(50 * 2 ** times, mostDelay),
+    // 1: reconnect; 2: reconnect and send the refused command again, as these clients do with
+    // every command a broken connection left unanswered (a refused write did not run).
+    reconnectOnError: (err) => (isReadOnly(err) ? (failFast ? 1 : 2) : false),
+    ...redisConnectionOptions(config),
     ...options.extra,
   });
   if (!failFast) return redis;
@@ -105,4 +180,30 @@ export function createRedis(url: string, options: RedisFactoryOptions): Redis {
   const duplicate = redis.duplicate.bind(redis);
   redis.duplicate = (override) => duplicate({ enableOfflineQueue, commandTimeout, ...override });
   return redis;
+}
+
+/** A write its replicas did not all acknowledge within the wait (Redis WAIT): it may not survive a failover. */
+export class ReplicationShortfallError extends Error {
+  constructor(
+    readonly acknowledged: number,
+    readonly wait: ReplicaWait,
+  ) {
+    super(
+      `ReplicationShortfall: ${acknowledged} of ${wait.replicas} replicas acknowledged the write within ${wait.timeoutMs} ms`,
+    );
+    this.name = 'ReplicationShortfallError';
+  }
+}
+
+/**
+ * Resolves once `wait.replicas` replicas hold every write `redis` (this connection) has made so
+ * far (Redis WAIT); rejects with a ReplicationShortfallError when fewer did within
+ * `wait.timeoutMs`, and with the connection's error when it broke first. WAIT counts this
+ * connection's own writes: call it on the connection that made the last write to protect (the
+ * writes before it, of any connection, sit earlier in the one replication stream). It holds the
+ * connection meanwhile: commands written behind it wait for its answer.
+ */
+export async function confirmReplicated(redis: Redis, wait: ReplicaWait): Promise<void> {
+  const acknowledged = await redis.wait(wait.replicas, wait.timeoutMs);
+  if (acknowledged < wait.replicas) throw new ReplicationShortfallError(acknowledged, wait);
 }

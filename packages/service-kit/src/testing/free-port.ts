@@ -41,8 +41,25 @@ function kernelPort(): Promise<number> {
 }
 
 /**
+ * The ports `TOLLWAY_TEST_PORTS` (`low-high`, both included) gives the tests of one checkout, so
+ * that engineers sharing a machine never pick each other's; null when unset.
+ */
+export function testPortRange(env: NodeJS.ProcessEnv = process.env): readonly [number, number] | null {
+  const value = env.TOLLWAY_TEST_PORTS;
+  if (value === undefined || value === '') return null;
+  const match = /^([0-9]{4,5})-([0-9]{4,5})$/.exec(value);
+  const [low, high] = match ? [Number(match[1]), Number(match[2])] : [0, -1];
+  if (!match || low < 1024 || high > 65535 || high < low) {
+    throw new Error(
+      `TOLLWAY_TEST_PORTS must be low-high, from 1024 to 65535 (22000-22999): got ${JSON.stringify(value)}`,
+    );
+  }
+  return [low, high];
+}
+
+/**
  * A free TCP port on 127.0.0.1 for a process started later (or started again on the same port),
- * picked at random below the kernel's ephemeral range. A port from that range, once released, can
+ * picked at random from TOLLWAY_TEST_PORTS when set, else below the kernel's ephemeral range. A port from that range, once released, can
  * be handed to any process's `listen(0)` or outgoing connection before the caller binds it again:
  * with tests running side by side, a spawned service then fails with EADDRINUSE while another
  * test's server answers on its port (the adversarial suite once took such a server's 200 for its
@@ -50,6 +67,8 @@ function kernelPort(): Promise<number> {
  * starts too low to leave room, falls back to the kernel's pick.
  */
 export async function freePort(): Promise<number> {
+  const range = testPortRange();
+  if (range) return freePortBetween(range[0], range[1] + 1);
   const [low] = ephemeralPortRange();
   return low - LOWEST_PORT < 1000 ? kernelPort() : freePortBetween(LOWEST_PORT, low);
 }
