@@ -1,5 +1,6 @@
 import net from 'node:net';
-import { ephemeralPortRange, freePort, freePortBetween, testPortRange } from './free-port';
+import { ephemeralPortRange, freePort, freePortBetween } from './free-port';
+import { testPortRange } from './test-port-config';
 
 describe('freePort', () => {
   it('reads the kernel ephemeral range', () => {

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -8,7 +9,10 @@ import { spawnRedis, type RedisProcess } from './redis-server';
 
 /** Options of startRedisSentinelGroup. */
 export interface RedisSentinelGroupOptions {
-  /** The monitored primary's name; default `tollway`. */
+  /**
+   * The monitored primary's name; default `tollway-` and random letters, so that sentinels left
+   * behind by a crashed test never take this group's nodes for theirs (they match by name).
+   */
   name?: string;
   /** Replicas of the primary; default 1. */
   replicas?: number;
@@ -55,7 +59,7 @@ export interface RedisSentinelGroup {
  * timings; resolves once the sentinels know every replica and each other, so a failover can start.
  */
 export async function startRedisSentinelGroup(options: RedisSentinelGroupOptions = {}): Promise<RedisSentinelGroup> {
-  const name = options.name ?? 'tollway';
+  const name = options.name ?? `tollway-${randomBytes(4).toString('hex')}`;
   const user = options.user;
   const dir = mkdtempSync(path.join(tmpdir(), 'tollway-sentinel-'));
   const nodes = new Map<number, RedisProcess>();
