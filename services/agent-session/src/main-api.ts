@@ -8,6 +8,8 @@ import {
   installShutdown,
   logUnhandledRejections,
   listenServer,
+  redisConnectionOf,
+  replicaWaitOf,
 } from '@tollway/service-kit';
 import { buildApp } from './app';
 import { loadApiConfig } from './config';
@@ -37,13 +39,21 @@ async function main(): Promise<void> {
   const tracing = await startTracing({ serviceName: 'agent-session-api', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'agent-session-api', level: config.logLevel });
   logUnhandledRejections(logger);
-  const redis = createRedis(config.redisUrl, { name: 'agent-session:api', failFast: true });
+  const redis = createRedis(config, { name: 'agent-session:api', failFast: true });
   // One subscriber connection per process serves every long-poll, the key-revocation channel and
   // the organization-change channel (the purge of deleted organizations' sessions).
-  const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
-  const queueConnection = createRedis(config.redisUrl, { name: 'agent-session:queue', failFast: true });
+  const subscriber = createRedis(config, { name: 'agent-session:events', maxRetriesPerRequest: null });
+  const queueConnection = createRedis(config, { name: 'agent-session:queue', failFast: true });
+  // Sends wait for the replicas to hold their turn (REDIS_WAIT_REPLICAS) on a connection of their
+  // own: WAIT holds its connection, and nothing else should wait behind it.
+  const replicaWait = replicaWaitOf(config);
+  const sendsConnection = replicaWait ? createRedis(config, { name: 'agent-session:sends', failFast: true }) : null;
 
-  const store = new SessionStore({ redis, prefix: config.redisPrefix });
+  const store = new SessionStore({
+    redis,
+    prefix: config.redisPrefix,
+    ...(sendsConnection && replicaWait ? { durableSends: { redis: sendsConnection, wait: replicaWait } } : {}),
+  });
   const hub = new SessionEventHub(subscriber, config.redisPrefix);
   await hub.start();
   const authenticator = config.authEnabled
@@ -100,7 +110,7 @@ async function main(): Promise<void> {
   // are not the worker's, so only the shared Redis and log settings are carried over from them).
   const workerConfig = {
     ...loadWorkerConfig({ argv: [] }),
-    redisUrl: config.redisUrl,
+    ...redisConnectionOf(config),
     redisPrefix: config.redisPrefix,
     logLevel: config.logLevel,
   };
@@ -150,7 +160,10 @@ async function main(): Promise<void> {
     { name: 'organization purge', run: () => purge?.stop() },
     { name: 'queue', run: () => turnQueue.close() },
     { name: 'auth', run: () => authenticator?.close() },
-    { name: 'redis', run: () => Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit()]) },
+    {
+      name: 'redis',
+      run: () => Promise.all([redis.quit(), subscriber.quit(), queueConnection.quit(), sendsConnection?.quit()]),
+    },
     { name: 'tracing', run: () => tracing?.shutdown() },
   ]);
 }

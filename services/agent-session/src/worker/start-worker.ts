@@ -86,9 +86,9 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
     throw err;
   }
 
-  const redis = createRedis(config.redisUrl, { name: 'agent-session:worker' });
-  const queueRedis = createRedis(config.redisUrl, { name: 'agent-session:worker-queue', maxRetriesPerRequest: null });
-  const subscriber = createRedis(config.redisUrl, { name: 'agent-session:turn-cancel' });
+  const redis = createRedis(config, { name: 'agent-session:worker' });
+  const queueRedis = createRedis(config, { name: 'agent-session:worker-queue', maxRetriesPerRequest: null });
+  const subscriber = createRedis(config, { name: 'agent-session:turn-cancel' });
   const store = new SessionStore({ redis, prefix: config.redisPrefix });
   const registration = new WorkerRegistration({
     redis,
