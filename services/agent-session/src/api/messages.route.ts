@@ -21,6 +21,24 @@ async function reapedAsLost(deps: SessionRouteDeps, sessionId: string, org: stri
   return session?.status === 'error' && session.error === JOB_LOST_ERROR;
 }
 
+/**
+ * Ends a turn that was started but will not be queued, in error (compare-and-set), and logs why.
+ * Redis may be failing over: then the ending may fail too, and the 503 says to read the session.
+ */
+async function endUnqueued(deps: SessionRouteDeps, sessionId: string, turnId: string, err: unknown): Promise<void> {
+  await deps.store
+    .finishTurn(sessionId, turnId, { kind: 'error', error: UNCONFIRMED_ERROR }, 'api')
+    .catch(() => 'unknown' as const);
+  deps.logger.error('turn not queued: its start was not confirmed by the replicas', {
+    session_id: sessionId,
+    turn_id: turnId,
+    err: (err as Error).message,
+  });
+}
+
+/** Error of a turn whose start the store's replicas did not acknowledge in time. */
+export const UNCONFIRMED_ERROR = 'turn failed: the session store could not confirm the message on its replicas in time';
+
 /** `/sessions/{id}/messages`: send a message (starts a background turn) and read the history. */
 export function messagesRouter(deps: SessionRouteDeps): Router {
   const router = Router();
@@ -38,6 +56,13 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
     if (started === 'missing') throw sessionErrors.notFound(sessionId);
     if (started === 'busy') throw sessionErrors.busy(sessionId);
     if (started === 'full') throw sessionErrors.historyTooLarge(deps.maxHistoryBytes);
+    try {
+      // A turn the replicas do not hold could vanish in a failover after its 202 (REDIS_WAIT_REPLICAS).
+      await deps.store.confirmTurnStarted();
+    } catch (err) {
+      await endUnqueued(deps, sessionId, turnId, err);
+      throw sessionErrors.turnNotQueued(err);
+    }
     try {
       await deps.turnQueue.enqueue({
         session_id: sessionId,

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { ChatMessage, SessionStatus } from '@tollway/contracts';
+import { confirmReplicated, type ReplicaWait } from '@tollway/service-kit';
 import { createSessionScript } from './lua/create-session.script';
 import { deleteSessionScript } from './lua/delete-session.script';
 import { finishTurnScript } from './lua/finish-turn.script';
@@ -60,6 +61,12 @@ export interface SessionStoreOptions {
   prefix: string;
   /** Unix ms; injectable so TTL tests need no sleeping. Default `Date.now`. */
   clock?: () => number;
+  /**
+   * Sends made durable before they are answered (REDIS_WAIT_REPLICAS): turns start on `redis`, a
+   * connection of their own (WAIT holds its connection while it waits), and confirmTurnStarted
+   * waits for `wait.replicas` replicas to hold them. Absent: on the main connection, unconfirmed.
+   */
+  durableSends?: { redis: Redis; wait: ReplicaWait };
 }
 
 const ORG_NONE = '';
@@ -77,9 +84,11 @@ export class SessionStore {
   private readonly clock: () => number;
   private readonly eventsChannel: string;
   private readonly cancelChannel: string;
+  private readonly durableSends: { redis: Redis; wait: ReplicaWait } | null;
 
   constructor(options: SessionStoreOptions) {
     this.redis = options.redis;
+    this.durableSends = options.durableSends ?? null;
     this.prefix = options.prefix;
     this.keys = sessionKeys(options.prefix);
     this.clock = options.clock ?? Date.now;
@@ -183,7 +192,7 @@ export class SessionStore {
   ): Promise<StartTurnResult> {
     const json = JSON.stringify(message);
     const result = await startTurnScript.run(
-      this.redis,
+      this.durableSends?.redis ?? this.redis,
       [
         this.keys.session(sessionId),
         this.keys.history(sessionId),
@@ -194,6 +203,15 @@ export class SessionStore {
       [sessionId, org ?? ORG_NONE, turnId, this.clock(), json, Buffer.byteLength(json), maxHistoryBytes],
     );
     return result as StartTurnResult;
+  }
+
+  /**
+   * Resolves once the replicas hold the turns started so far (with `durableSends`; at once
+   * without): a failover can then no longer lose them. Rejects with a ReplicationShortfallError
+   * when too few replicas acknowledged them in time, or with the connection's error.
+   */
+  async confirmTurnStarted(): Promise<void> {
+    if (this.durableSends) await confirmReplicated(this.durableSends.redis, this.durableSends.wait);
   }
 
   /**
