@@ -118,12 +118,16 @@ export function redisConnectionOptions(config: RedisConnectionConfig): RedisOpti
     sentinelPassword: config.redisSentinelPassword,
     ...(config.redisSentinelTls ? { sentinelTLS: tls } : {}),
     // Without it ioredis speaks plain TCP to the primary the sentinels name, rediss:// or not.
+    // Sentinels answer with addresses: the primary's certificate must carry its address, or the
+    // sentinels announce host names (`sentinel announce-hostnames yes`).
     enableTLSForSentinelMode: dataTls,
     connectTimeout: SENTINEL_CONNECT_TIMEOUT_MS,
     sentinelCommandTimeout: SENTINEL_COMMAND_TIMEOUT_MS,
     sentinelRetryStrategy: (times: number) => Math.min(100 * times, SENTINEL_RECONNECT_MOST_DELAY_MS),
-    // Sentinels answer with addresses; a TLS name check against a host name needs the
-    // sentinels to announce host names (`sentinel announce-hostnames yes`).
+    // Each connection listens to the sentinels' +switch-master and reconnects at once. Else a
+    // switchover (SENTINEL FAILOVER, or a failover while the old primary still runs) leaves it on
+    // the old primary, which takes writes, lost, until the sentinels demote it 8-20 s later.
+    failoverDetector: true,
   };
 }
 

@@ -7,6 +7,9 @@ import type { RedisConnectionConfig, SentinelAddress } from '../redis-config';
 import { freePort } from './free-port';
 import { spawnRedis, type RedisProcess } from './redis-server';
 
+/** How long a switchover holds the writes on the old primary, ms: past the clients' move to the new one. */
+const SWITCHOVER_PAUSE_MS = 10_000;
+
 /** Options of startRedisSentinelGroup. */
 export interface RedisSentinelGroupOptions {
   /**
@@ -40,8 +43,16 @@ export interface RedisSentinelGroup {
   primaryPort(): Promise<number>;
   /** SIGKILL of the primary; resolves with its port once it is gone. */
   killPrimary(): Promise<number>;
-  /** `SENTINEL FAILOVER`: the sentinels promote a replica and demote the primary, nothing killed. */
-  switchover(): Promise<void>;
+  /**
+   * A planned switchover, nothing killed, as the service READMEs tell operators to make one: the
+   * primary stops taking writes (`CLIENT PAUSE 10000 WRITE`), `SENTINEL FAILOVER` promotes a
+   * replica, and once the sentinels name it the old primary is made its replica (`REPLICAOF`)
+   * and unpaused.
+   * Without the pause, what clients write to the old primary until they have moved (about a
+   * second) is lost; without the REPLICAOF, the sentinels demote it only 8-20 s later, and until
+   * then the new primary has one replica fewer. Resolves with the new primary's port.
+   */
+  switchover(): Promise<number>;
   /**
    * Resolves with the new primary's port once every sentinel still alive names a node other than
    * `formerPort`, and that node says it is a primary with `replicas` replicas online.
@@ -161,6 +172,33 @@ export async function startRedisSentinelGroup(options: RedisSentinelGroupOptions
       redisSentinelName: name,
       ...(options.sentinelPassword ? { redisSentinelPassword: options.sentinelPassword } : {}),
     };
+    const waitForNewPrimary = async (formerPort: number, timeoutMs: number, replicas = 0): Promise<number> => {
+      let found = 0;
+      await until(
+        async () => {
+          const named = new Set<number>();
+          for (const { redis } of aliveSentinels()) {
+            const reply = (await redis.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)) as [string, string];
+            named.add(Number(reply[1]));
+          }
+          const [port] = [...named];
+          if (named.size !== 1 || port === undefined || port === formerPort) return false;
+          const node = client(port);
+          try {
+            const info = await node.info('replication');
+            const online = (info.match(/^slave\d+:.*state=online/gm) ?? []).length;
+            if (!/^role:master/m.test(info) || online < replicas) return false;
+          } finally {
+            node.disconnect();
+          }
+          found = port;
+          return true;
+        },
+        timeoutMs,
+        `no new primary within ${timeoutMs} ms`,
+      );
+      return found;
+    };
     return {
       name,
       sentinels,
@@ -182,35 +220,22 @@ export async function startRedisSentinelGroup(options: RedisSentinelGroupOptions
       async switchover() {
         const [first] = aliveSentinels();
         if (!first) throw new Error('no sentinel is alive');
-        await first.redis.call('SENTINEL', 'FAILOVER', name);
+        const formerPort = await primaryPort();
+        const former = client(formerPort);
+        try {
+          await former.call('CLIENT', 'PAUSE', SWITCHOVER_PAUSE_MS, 'WRITE');
+          await first.redis.call('SENTINEL', 'FAILOVER', name);
+          const promoted = await waitForNewPrimary(formerPort, 30_000);
+          // A replica refuses writes by itself: the pause has done its work. Held on, it would
+          // also hold the sentinels' hello messages (PUBLISH), and they would take the node for down.
+          await former.replicaof('127.0.0.1', promoted);
+          await former.call('CLIENT', 'UNPAUSE');
+          return promoted;
+        } finally {
+          former.disconnect();
+        }
       },
-      async waitForNewPrimary(formerPort, timeoutMs, replicas = 0) {
-        let found = 0;
-        await until(
-          async () => {
-            const named = new Set<number>();
-            for (const { redis } of aliveSentinels()) {
-              const reply = (await redis.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name)) as [string, string];
-              named.add(Number(reply[1]));
-            }
-            const [port] = [...named];
-            if (named.size !== 1 || port === undefined || port === formerPort) return false;
-            const node = client(port);
-            try {
-              const info = await node.info('replication');
-              const online = (info.match(/^slave\d+:.*state=online/gm) ?? []).length;
-              if (!/^role:master/m.test(info) || online < replicas) return false;
-            } finally {
-              node.disconnect();
-            }
-            found = port;
-            return true;
-          },
-          timeoutMs,
-          `no new primary within ${timeoutMs} ms`,
-        );
-        return found;
-      },
+      waitForNewPrimary,
       stop,
     };
   } catch (err) {
