@@ -93,6 +93,86 @@ export async function httpJson(
   return { status: res.status, body, headers: res.headers };
 }
 
+/**
+ * Processes of the platform started one by one, each on a free port of 127.0.0.1 with `env` over
+ * the set's own; `ready` waits for them, `stop` ends them all.
+ */
+export class PlatformProcesses {
+  private readonly logDir = mkdtempSync(path.join(tmpdir(), 'tollway-platform-'));
+  private readonly services: ServiceProcess[] = [];
+  private readonly urls: string[] = [];
+  private readonly workers: number[] = [];
+
+  constructor(
+    private readonly env: Record<string, string>,
+    private readonly entry: Entry = 'source',
+  ) {}
+
+  /** A gateway replica; resolves with its base URL. */
+  async gateway(env: Record<string, string> = {}): Promise<string> {
+    const port = await freePort();
+    const own = { GATEWAY_PORT: String(port), GATEWAY_HOST: '127.0.0.1', CATALOG_WATCH: 'false' };
+    return this.start(`gateway-${port}`, entryArgs(GATEWAY, 'main', this.entry), { ...own, ...env }, port);
+  }
+
+  /** A session API without inbound authentication (sessions belong to no organization); resolves with its base URL. */
+  async sessionApi(env: Record<string, string> = {}): Promise<string> {
+    const port = await freePort();
+    const own = { SESSIONS_PORT: String(port), SESSIONS_HOST: '127.0.0.1', SESSIONS_AUTH: 'false' };
+    return this.start(`session-api-${port}`, entryArgs(SESSIONS, 'main-api', this.entry), { ...own, ...env }, port);
+  }
+
+  /** A worker of `concurrency` agent processes (the default chat agent unless `AGENT_MODULE` says otherwise). */
+  worker(concurrency: number, env: Record<string, string>): void {
+    const own = { WORKER_CONCURRENCY: String(concurrency), AGENT_DEFAULT_MODEL: SIM_MODEL };
+    const name = `session-worker-${this.workers.length + 1}`;
+    this.services.push(
+      startService(name, entryArgs(SESSIONS, 'main-worker', this.entry), this.merged({ ...own, ...env }), this.logDir),
+    );
+    this.workers.push(concurrency);
+  }
+
+  /**
+   * Resolves once every gateway and API answers `/readyz` and `apiUrl`'s `/health` counts every
+   * worker's agent processes (60 s at most); rejects with the logs.
+   */
+  async ready(apiUrl?: string): Promise<void> {
+    try {
+      const ready = async (url: string) => (await fetch(`${url}/readyz`)).status === 200;
+      await until(async () => (await Promise.all(this.urls.map(ready))).every(Boolean), 60_000, 'not ready');
+      const expected = this.workers.reduce((sum, n) => sum + n, 0);
+      if (apiUrl && expected > 0) {
+        const registered = async () =>
+          ((await httpJson(`${apiUrl}/health`)).body as { max_workers?: number }).max_workers === expected;
+        await until(registered, 60_000, 'the workers did not register');
+      }
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n${this.logs()}`);
+    }
+  }
+
+  /** The last lines of every process's log, for a failure message. */
+  logs(): string {
+    return this.services.map((s) => `--- ${s.name}\n${tail(s.logFile)}`).join('\n');
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.services.map((service) => service.stop()));
+    rmSync(this.logDir, { recursive: true, force: true });
+  }
+
+  private merged(env: Record<string, string>): Record<string, string> {
+    return { LOG_LEVEL: 'warn', METRICS_ENABLED: 'false', ...this.env, ...env };
+  }
+
+  private start(name: string, args: string[], env: Record<string, string>, port: number): string {
+    this.services.push(startService(name, args, this.merged(env), this.logDir));
+    const url = `http://127.0.0.1:${port}`;
+    this.urls.push(url);
+    return url;
+  }
+}
+
 /** Options of startPlatform. */
 export interface PlatformOptions {
   /** Redis settings and anything else every process gets (REDIS_URL, REDIS_SENTINELS, REDIS_PREFIX, …). */
@@ -131,56 +211,24 @@ export async function runCli(
 
 /**
  * Starts `gateways` gateway replicas, a session API (no inbound auth) and a worker whose agents
- * (the default chat agent) call the first gateway with `workerKey`, each on a free port of
- * 127.0.0.1; resolves once all are ready (60 s at most), or rejects with their logs.
+ * (the default chat agent) call the first gateway with `workerKey`; resolves once all are ready
+ * (60 s at most), or rejects with their logs.
  */
 export async function startPlatform(options: PlatformOptions): Promise<Platform> {
-  const entry = options.entry ?? 'source';
-  const logDir = mkdtempSync(path.join(tmpdir(), 'tollway-platform-'));
-  const services: ServiceProcess[] = [];
-  const env = { LOG_LEVEL: 'warn', METRICS_ENABLED: 'false', ...options.env };
-  const logs = () => services.map((s) => `--- ${s.name}\n${tail(s.logFile)}`).join('\n');
-  const stop = async () => {
-    await Promise.all(services.map((service) => service.stop()));
-    rmSync(logDir, { recursive: true, force: true });
-  };
+  const processes = new PlatformProcesses(options.env, options.entry);
   try {
     const gatewayUrls: string[] = [];
-    for (let i = 0; i < (options.gateways ?? 1); i++) {
-      const port = await freePort();
-      const gatewayEnv = { ...env, GATEWAY_PORT: String(port), GATEWAY_HOST: '127.0.0.1', CATALOG_WATCH: 'false' };
-      services.push(startService(`gateway-${i + 1}`, entryArgs(GATEWAY, 'main', entry), gatewayEnv, logDir));
-      gatewayUrls.push(`http://127.0.0.1:${port}`);
-    }
-    const apiPort = await freePort();
-    const apiUrl = `http://127.0.0.1:${apiPort}`;
-    const apiEnv = { ...env, SESSIONS_PORT: String(apiPort), SESSIONS_HOST: '127.0.0.1', SESSIONS_AUTH: 'false' };
-    services.push(startService('session-api', entryArgs(SESSIONS, 'main-api', entry), apiEnv, logDir));
-    const concurrency = options.workerConcurrency ?? 4;
-    const workerEnv = {
-      ...env,
-      WORKER_CONCURRENCY: String(concurrency),
+    for (let i = 0; i < (options.gateways ?? 1); i++) gatewayUrls.push(await processes.gateway());
+    const apiUrl = await processes.sessionApi();
+    processes.worker(options.workerConcurrency ?? 4, {
       GATEWAY_BASE_URL: `${gatewayUrls[0]}/v1`,
       GATEWAY_API_KEY: options.workerKey,
-      AGENT_DEFAULT_MODEL: SIM_MODEL,
-    };
-    services.push(startService('session-worker', entryArgs(SESSIONS, 'main-worker', entry), workerEnv, logDir));
-    const ready = async (url: string) => (await fetch(`${url}/readyz`)).status === 200;
-    await until(
-      async () => (await Promise.all([...gatewayUrls, apiUrl].map(ready))).every(Boolean),
-      60_000,
-      'the gateways and the session API were not ready',
-    );
-    await until(
-      async () => ((await httpJson(`${apiUrl}/health`)).body as { max_workers?: number }).max_workers === concurrency,
-      60_000,
-      'the worker did not register',
-    );
-    return { gatewayUrls, apiUrl, logs, stop };
+    });
+    await processes.ready(apiUrl);
+    return { gatewayUrls, apiUrl, logs: () => processes.logs(), stop: () => processes.stop() };
   } catch (err) {
-    const message = `${(err as Error).message}\n${logs()}`;
-    await stop();
-    throw new Error(message);
+    await processes.stop();
+    throw err;
   }
 }
 
