@@ -4,6 +4,7 @@ import {
   createRedis,
   isRedisUnavailable,
   REDIS_COMMAND_TIMEOUT_MS,
+  REPLICA_SHORTFALL_HOLD_MS,
   ReplicationShortfallError,
 } from '@tollway/service-kit';
 import { startRedisSentinelGroup, type RedisSentinelGroup } from '@tollway/service-kit/testing';
@@ -67,9 +68,17 @@ test('a write the replicas acknowledged is confirmed; one a stopped replica neve
     expect(outcome).toBeInstanceOf(ReplicationShortfallError);
     expect(isRedisUnavailable(outcome)).toBe(true);
     expect(performance.now() - started).toBeLessThan(REDIS_COMMAND_TIMEOUT_MS);
+    // The next wait on that connection fails at once: writes behind it need not queue up.
+    const next = performance.now();
+    const held = await confirmReplicated(redis, { replicas: 1, timeoutMs: 200 }).catch((err: unknown) => err);
+    expect(held).toMatchObject({ held: true });
+    expect(performance.now() - next).toBeLessThan(100);
   } finally {
     replica.resume();
   }
+  // A second later it waits again, and the replica, back, holds the write.
+  await new Promise((resolve) => setTimeout(resolve, REPLICA_SHORTFALL_HOLD_MS));
+  await confirmReplicated(redis, { replicas: 1, timeoutMs: 2000 });
 });
 
 test('after kill -9 of the primary: commands fail fast meanwhile, and the promoted replica serves what was replicated', async () => {

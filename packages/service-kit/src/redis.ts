@@ -102,7 +102,7 @@ function isReadOnly(err: Error): boolean {
  * client certificate) for `rediss://`, and, with sentinels, the primary's name and how to reach
  * the sentinels. The URL passed beside them brings the ACL user, the password and the database.
  */
-export function redisConnectionOptions(config: RedisConnectionConfig): RedisOptions {
+function redisConnectionOptions(config: RedisConnectionConfig): RedisOptions {
   const tls: ConnectionOptions = {};
   if (config.redisTlsCa !== undefined) tls.ca = config.redisTlsCa;
   if (config.redisTlsCert !== undefined) tls.cert = config.redisTlsCert;
@@ -186,28 +186,47 @@ export function createRedis(connection: string | RedisConnectionConfig, options:
   return redis;
 }
 
+/**
+ * How long after a wait fell short the next waits on that connection fail at once, ms. A replica
+ * away makes every wait last its whole timeout, and each holds the connection meanwhile: the
+ * writes queued behind would all wait out their reply timeouts. Failing at once for a second
+ * keeps the refusals quick, and the next wait after it finds out whether the replicas are back.
+ */
+export const REPLICA_SHORTFALL_HOLD_MS = 1000;
+
 /** A write its replicas did not all acknowledge within the wait (Redis WAIT): it may not survive a failover. */
 export class ReplicationShortfallError extends Error {
   constructor(
     readonly acknowledged: number,
     readonly wait: ReplicaWait,
+    /** True when no WAIT was sent: one on this connection fell short less than REPLICA_SHORTFALL_HOLD_MS ago. */
+    readonly held = false,
   ) {
     super(
-      `ReplicationShortfall: ${acknowledged} of ${wait.replicas} replicas acknowledged the write within ${wait.timeoutMs} ms`,
+      held
+        ? `ReplicationShortfall: not waited for, the replicas fell short less than ${REPLICA_SHORTFALL_HOLD_MS} ms ago`
+        : `ReplicationShortfall: ${acknowledged} of ${wait.replicas} replicas acknowledged the write within ${wait.timeoutMs} ms`,
     );
     this.name = 'ReplicationShortfallError';
   }
 }
 
+/** Until when (performance.now) waits on a connection fail at once, after one fell short. */
+const shortUntil = new WeakMap<Redis, number>();
+
 /**
  * Resolves once `wait.replicas` replicas hold every write `redis` (this connection) has made so
  * far (Redis WAIT); rejects with a ReplicationShortfallError when fewer did within
- * `wait.timeoutMs`, and with the connection's error when it broke first. WAIT counts this
- * connection's own writes: call it on the connection that made the last write to protect (the
- * writes before it, of any connection, sit earlier in the one replication stream). It holds the
- * connection meanwhile: commands written behind it wait for its answer.
+ * `wait.timeoutMs`, or at once for REPLICA_SHORTFALL_HOLD_MS after that, and with the
+ * connection's error when it broke first. WAIT counts this connection's own writes: call it on
+ * the connection that made the last write to protect (the writes before it, of any connection,
+ * sit earlier in the one replication stream). It holds the connection meanwhile: commands
+ * written behind it wait for its answer.
  */
 export async function confirmReplicated(redis: Redis, wait: ReplicaWait): Promise<void> {
+  if (performance.now() < (shortUntil.get(redis) ?? 0)) throw new ReplicationShortfallError(0, wait, true);
   const acknowledged = await redis.wait(wait.replicas, wait.timeoutMs);
-  if (acknowledged < wait.replicas) throw new ReplicationShortfallError(acknowledged, wait);
+  if (acknowledged >= wait.replicas) return;
+  shortUntil.set(redis, performance.now() + REPLICA_SHORTFALL_HOLD_MS);
+  throw new ReplicationShortfallError(acknowledged, wait);
 }

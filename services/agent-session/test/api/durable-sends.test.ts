@@ -110,10 +110,20 @@ test('a send no replica acknowledged in time is a 503 to retry, and its session 
     expect(read.ms).toBeLessThan(WAIT_TIMEOUT_MS);
     const session = await request(app).get(`/sessions/${id}`);
     expect(session.body).toMatchObject({ status: 'error', error: UNCONFIRMED_ERROR });
+    // Right after, sends are refused at once rather than queueing behind waits that cannot succeed.
+    const next = performance.now();
+    const refused = await request(app).post(`/sessions/${other}/messages`).send({ content: 'hello' });
+    expect(refused.status).toBe(503);
+    expect(performance.now() - next).toBeLessThan(WAIT_TIMEOUT_MS);
   } finally {
     stopped.resume();
   }
-  // The replica is back: sends are accepted again.
-  const again = await request(app).post(`/sessions/${id}/messages`).send({ content: 'hello again' });
+  // The replica is back: sends are accepted again, within a second.
+  const deadline = performance.now() + 3000;
+  let again = await request(app).post(`/sessions/${id}/messages`).send({ content: 'hello again' });
+  while (again.status !== 202 && performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    again = await request(app).post(`/sessions/${id}/messages`).send({ content: 'hello again' });
+  }
   expect(again.status).toBe(202);
 });
