@@ -4,6 +4,7 @@
  * longer and prints the figures.
  */
 import { runFailoverDrill, type DrillFigures, type PhaseFigures } from './failover-drill';
+import { freshEntry } from './platform-processes';
 
 /** The goal: answers succeed again within 10 s of losing the primary. */
 const RECOVERY_GOAL_MS = 10_000;
@@ -11,7 +12,14 @@ const RECOVERY_GOAL_MS = 10_000;
 let figures: DrillFigures;
 
 beforeAll(async () => {
-  figures = await runFailoverDrill({ settleMs: 2500, afterMs: 2500 });
+  // A lighter load than the bench's: the test files running beside it share the machine.
+  figures = await runFailoverDrill({
+    settleMs: 2500,
+    afterMs: 2500,
+    chatClients: 4,
+    sessionClients: 3,
+    entry: freshEntry(),
+  });
 }, 240_000);
 
 describe.each(['switchover', 'kill'] as const)('what clients saw around the %s', (phase) => {

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 // The workspace root has no dependency on the packages: they are taken from their sources.
+import { staleBuilds } from '../packages/adversarial/src/built-services';
 import { freePort } from '../packages/service-kit/src/testing/free-port';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -22,10 +23,19 @@ export const SIM_MODEL = 'tollway/sim-chat';
 /** Run the services from their TypeScript sources (no build needed) or from `dist/` (after `pnpm build`). */
 export type Entry = 'source' | 'dist';
 
+/**
+ * `dist` when every build the services run from is newer than its sources (as after `pnpm build`,
+ * which CI runs before the tests), else `source`. A built process starts in a fraction of the CPU
+ * tsx spends compiling, which the tests running beside it on a small machine feel.
+ */
+export function freshEntry(): Entry {
+  return staleBuilds().length === 0 ? 'dist' : 'source';
+}
+
 const execFileAsync = promisify(execFile);
 
-/** The node command line that runs a service entry: `.ts` through tsx from the sources, or the built `.js`. */
-function entryArgs(service: string, name: string, entry: Entry): string[] {
+/** The node command line that runs a service entry (`main`, `cli/main-cli`, …): `.ts` through tsx from the sources, or the built `.js`. */
+export function entryArgs(service: string, name: string, entry: Entry): string[] {
   return entry === 'source'
     ? ['--conditions=@tollway/source', '--import', 'tsx', path.join(ROOT, service, 'src', `${name}.ts`)]
     : [path.join(ROOT, service, 'dist', `${name}.js`)];

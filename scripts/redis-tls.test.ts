@@ -6,12 +6,11 @@
  * settings that do not fit together, naming the variable.
  */
 import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Redis } from 'ioredis';
 import { createRedis } from '../packages/service-kit/src/redis';
 import { startTlsRedis, type TlsRedis } from '../packages/service-kit/src/testing/redis-tls';
-import { httpJson, runCli, SIM_MODEL, startPlatform, type Platform } from './platform-processes';
+import { entryArgs, freshEntry, httpJson, runCli, SIM_MODEL, startPlatform, type Platform } from './platform-processes';
 
 const PREFIX = 'tls-test:';
 let server: TlsRedis;
@@ -22,9 +21,10 @@ let key: string;
 beforeAll(async () => {
   server = await startTlsRedis({ name: 'tollway', password: 'tls:p@ss/word' });
   const env = { ...server.env, REDIS_PREFIX: PREFIX };
-  const org = await runCli(env, ['orgs', 'create', '--name', 'TLS', '--credit', '100']);
-  key = String((await runCli(env, ['keys', 'create', String(org.id)])).key);
-  platform = await startPlatform({ env, workerKey: key, workerConcurrency: 1 });
+  const entry = freshEntry();
+  const org = await runCli(env, ['orgs', 'create', '--name', 'TLS', '--credit', '100'], entry);
+  key = String((await runCli(env, ['keys', 'create', String(org.id)], entry)).key);
+  platform = await startPlatform({ env, workerKey: key, workerConcurrency: 1, entry });
   redis = createRedis(server.connection, { name: 'tls-test' });
 }, 120_000);
 
@@ -73,23 +73,16 @@ it('every process is connected over TLS as the ACL user', async () => {
 const execFileAsync = promisify(execFile);
 
 it.each([
-  ['gateway', 'services/inference-gateway/src/main.ts'],
-  ['CLI', 'services/inference-gateway/src/cli/main-cli.ts'],
-  ['session API', 'services/agent-session/src/main-api.ts'],
-  ['session worker', 'services/agent-session/src/main-worker.ts'],
+  ['gateway', 'services/inference-gateway', 'main'],
+  ['CLI', 'services/inference-gateway', 'cli/main-cli'],
+  ['session API', 'services/agent-session', 'main-api'],
+  ['session worker', 'services/agent-session', 'main-worker'],
 ])(
   'the %s refuses to start on Redis settings that do not fit, naming the variable',
-  async (_name, entry) => {
-    const args = ['--conditions=@tollway/source', '--import', 'tsx', path.join(__dirname, '..', entry)];
+  async (_name, service, main) => {
+    const args = [...entryArgs(service, main, freshEntry()), ...(main === 'cli/main-cli' ? ['orgs', 'list'] : [])];
     const env = { ...process.env, REDIS_URL: 'redis://127.0.0.1:1', REDIS_SENTINELS: '127.0.0.1:1' };
-    const failed = await execFileAsync(
-      process.execPath,
-      [...args, ...(entry.includes('cli') ? ['orgs', 'list'] : [])],
-      {
-        env,
-        timeout: 60_000,
-      },
-    ).then(
+    const failed = await execFileAsync(process.execPath, args, { env, timeout: 60_000 }).then(
       () => null,
       (err: { code: number; stdout: string; stderr: string }) => err,
     );
