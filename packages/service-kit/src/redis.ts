@@ -92,6 +92,93 @@ const SENTINEL_CONNECT_TIMEOUT_MS = 2000;
 /** Reply timeout of a question to a sentinel, ms: a sentinel that hangs is skipped for the next. */
 const SENTINEL_COMMAND_TIMEOUT_MS = 1000;
 
+/**
+ * How long after a connection through Sentinel is ready it asks the sentinels again whether the
+ * node it reached is still the primary, ms. Sentinels disagree for a moment around a failover (one
+ * has switched, another not yet): a connection made then, or whose +switch-master came before it
+ * listened for one, can land on a primary just demoted. That node takes writes until the sentinels
+ * reconfigure it, 8-20 s later, and loses them; the second look sends the connection on.
+ */
+const SENTINEL_RECHECK_MS = 1500;
+
+/** `host:port` of the primary a majority of the sentinels that answer name; null when none agree. */
+async function primaryNamedBySentinels(config: RedisConnectionConfig): Promise<string | null> {
+  const tls = config.redisSentinelTls ? tlsOptions(config) : undefined;
+  const answers = await Promise.all(
+    (config.redisSentinels ?? []).map(async ({ host, port }) => {
+      const sentinel = new Redis({
+        host,
+        port,
+        username: config.redisSentinelUsername,
+        password: config.redisSentinelPassword,
+        tls,
+        lazyConnect: true,
+        retryStrategy: () => null,
+        maxRetriesPerRequest: 0,
+        enableOfflineQueue: true,
+        connectTimeout: SENTINEL_COMMAND_TIMEOUT_MS,
+        commandTimeout: SENTINEL_COMMAND_TIMEOUT_MS,
+      });
+      sentinel.on('error', () => undefined);
+      try {
+        const reply = (await sentinel.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', config.redisSentinelName ?? '')) as
+          [string, string] | null;
+        return reply ? `${reply[0]}:${reply[1]}` : null;
+      } catch {
+        return null;
+      } finally {
+        sentinel.disconnect();
+      }
+    }),
+  );
+  const counts = new Map<string, number>();
+  for (const answer of answers) if (answer) counts.set(answer, (counts.get(answer) ?? 0) + 1);
+  const quorum = Math.floor((config.redisSentinels?.length ?? 0) / 2) + 1;
+  for (const [address, count] of counts) if (count >= quorum) return address;
+  return null;
+}
+
+/**
+ * Through Sentinel: SENTINEL_RECHECK_MS after each (re)connection, reconnects unless the node
+ * reached is the primary a majority of the sentinels name (compared by address; a sentinel that
+ * announces host names is not second-guessed).
+ */
+function recheckPrimaryAfterConnecting(redis: Redis, config: RedisConnectionConfig): void {
+  // Its duplicates (subscribers, BullMQ's blocking connection) look again too.
+  const duplicate = redis.duplicate.bind(redis);
+  redis.duplicate = (override) => {
+    const copy = duplicate(override);
+    recheckPrimaryAfterConnecting(copy, config);
+    return copy;
+  };
+  redis.on('ready', () => {
+    const timer = setTimeout(() => {
+      const socket = redis.stream;
+      const here = socket?.remoteAddress
+        ? `${socket.remoteAddress.replace(/^::ffff:/, '')}:${socket.remotePort}`
+        : null;
+      if (!here || redis.status !== 'ready') return;
+      primaryNamedBySentinels(config)
+        .then((named) => {
+          if (named && /^[0-9.:a-fA-F]+:\d+$/.test(named) && named !== here && redis.status === 'ready') {
+            redis.disconnect(true);
+          }
+        })
+        .catch(() => undefined);
+    }, SENTINEL_RECHECK_MS);
+    timer.unref();
+  });
+}
+
+/** The TLS options of a connection: the CA, and the client certificate and key, when given. */
+function tlsOptions(config: RedisConnectionConfig): ConnectionOptions {
+  const tls: ConnectionOptions = {};
+  if (config.redisTlsCa !== undefined) tls.ca = config.redisTlsCa;
+  if (config.redisTlsCert !== undefined) tls.cert = config.redisTlsCert;
+  if (config.redisTlsKey !== undefined) tls.key = config.redisTlsKey;
+  return tls;
+}
+
 /** True for Redis's refusal of a write by a replica: the primary this client knew was demoted. */
 function isReadOnly(err: Error): boolean {
   return /^READONLY\b/.test(err.message);
@@ -103,10 +190,7 @@ function isReadOnly(err: Error): boolean {
  * the sentinels. The URL passed beside them brings the ACL user, the password and the database.
  */
 function redisConnectionOptions(config: RedisConnectionConfig): RedisOptions {
-  const tls: ConnectionOptions = {};
-  if (config.redisTlsCa !== undefined) tls.ca = config.redisTlsCa;
-  if (config.redisTlsCert !== undefined) tls.cert = config.redisTlsCert;
-  if (config.redisTlsKey !== undefined) tls.key = config.redisTlsKey;
+  const tls = tlsOptions(config);
   const dataTls = config.redisUrl.startsWith('rediss://');
   const options: RedisOptions = dataTls ? { tls } : {};
   if (!config.redisSentinels) return options;
@@ -173,6 +257,7 @@ export function createRedis(connection: string | RedisConnectionConfig, options:
     ...redisConnectionOptions(config),
     ...options.extra,
   });
+  if (config.redisSentinels) recheckPrimaryAfterConnecting(redis, config);
   if (!failFast) return redis;
   const { enableOfflineQueue, commandTimeout } = redis.options;
   redis.once('ready', () => {
