@@ -5,7 +5,8 @@
 // then prints the URLs, the dev API key and the console's admin token. Ctrl-C stops both; if
 // either dies, so does the other.
 //
-// Environment: GATEWAY_PORT (8080), SESSIONS_PORT (8081), REDIS_URL (redis://127.0.0.1:6379),
+// Environment: GATEWAY_PORT (8080), SESSIONS_PORT (8081), REDIS_URL (redis://127.0.0.1:6379; or
+// REDIS_SENTINELS and the rest of the Redis settings, passed on to the services as they are),
 // DEV_API_KEY (default: read from or created in .tollway/dev-key), ADMIN_TOKEN (default: read from
 // or created in .tollway/admin-token), SERVICE_API_KEY (the embedded worker's key for the gateway,
 // which bills each turn to its session's organization; default: read from or created in
@@ -290,7 +291,9 @@ function gatewayFlags() {
 
 async function main() {
   try {
-    await probeRedis(redisUrl);
+    // Through Sentinel REDIS_URL's host is not used: the services find the primary themselves,
+    // and /readyz says when they cannot.
+    if (!env.REDIS_SENTINELS) await probeRedis(redisUrl);
   } catch (err) {
     fail(
       `Redis does not answer at ${redisUrl} (${err.message}). Start one, e.g. ` +

@@ -114,21 +114,3 @@ export const portNumber = z
 export const envBoolean = z
   .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
   .transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
-
-/**
- * A Redis address as ioredis reads it: a `redis://` or `rediss://` URL with a host, or the absolute
- * path of a unix socket. Anything else is an error at start-up: ioredis would take `notaurl` for
- * a host name and every command would fail later, far from the setting that caused it.
- */
-export const redisUrl = z.string().refine(isRedisAddress, {
-  message:
-    'must be a redis:// or rediss:// URL with a host (redis://host:6379/0), or the absolute path of a unix socket',
-});
-
-function isRedisAddress(value: string): boolean {
-  if (value.trim() !== value) return false; // URL would drop the blanks; ioredis would not
-  if (value.startsWith('/')) return true;
-  if (!URL.canParse(value)) return false;
-  const url = new URL(value);
-  return (url.protocol === 'redis:' || url.protocol === 'rediss:') && url.hostname !== '';
-}

@@ -6,6 +6,7 @@ export * from './http-server';
 export * from './json-body';
 export * from './logger';
 export * from './redis';
+export * from './redis-config';
 export * from './request-id';
 export * from './service-error';
 export * from './shutdown';

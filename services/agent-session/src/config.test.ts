@@ -4,6 +4,8 @@ describe('loadApiConfig', () => {
   it('applies the documented defaults', () => {
     expect(loadApiConfig({ env: {}, argv: [] })).toEqual({
       redisUrl: 'redis://127.0.0.1:6379',
+      redisSentinelTls: false,
+      redisWaitTimeoutMs: 250,
       redisPrefix: 'tollway:',
       logLevel: 'info',
       eventLogMaxEntries: 10_000,

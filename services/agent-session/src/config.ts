@@ -4,21 +4,25 @@ import {
   envBoolean,
   HTTP_LIMIT_FIELDS,
   HTTP_LIMIT_SOURCES,
+  checkRedisConnection,
   loadConfig,
   portNumber,
-  redisUrl,
+  REDIS_CONNECTION_FIELDS,
+  REDIS_CONNECTION_SOURCES,
   type ConfigSource,
   type HttpLimits,
+  type RedisConnectionConfig,
 } from '@tollway/service-kit';
 import { TELEMETRY_CONFIG_FIELDS, TELEMETRY_CONFIG_SOURCES, type TelemetryConfig } from '@tollway/telemetry';
 
 /**
  * Fields both process kinds (API and worker) read, so `worker-config.ts` spreads them into its
- * own schema: `z.object({ ...SHARED_CONFIG_FIELDS, ... })` with `{ ...SHARED_CONFIG_SOURCES, ... }`.
+ * own schema: `z.object({ ...SHARED_CONFIG_FIELDS, ... }).superRefine(checkRedisConnection)` with
+ * `{ ...SHARED_CONFIG_SOURCES, ... }`.
  */
 export const SHARED_CONFIG_FIELDS = {
-  /** Redis the sessions, the queue and the accounts live in; default `redis://127.0.0.1:6379`. */
-  redisUrl: redisUrl.default('redis://127.0.0.1:6379'),
+  /** Where the sessions, the queue and the accounts live (REDIS_URL, REDIS_SENTINELS, TLS, …): see @tollway/service-kit. */
+  ...REDIS_CONNECTION_FIELDS,
   /** Prefix of every Redis key and channel; default `tollway:`. */
   redisPrefix: z.string().default('tollway:'),
   /** winston log level; default `info`. */
@@ -33,7 +37,7 @@ export const SHARED_CONFIG_FIELDS = {
 
 /** Where the shared fields are read from. */
 export const SHARED_CONFIG_SOURCES = {
-  redisUrl: { env: 'REDIS_URL', flag: 'redis-url' },
+  ...REDIS_CONNECTION_SOURCES,
   redisPrefix: { env: 'REDIS_PREFIX', flag: 'redis-prefix' },
   logLevel: { env: 'LOG_LEVEL', flag: 'log-level' },
   eventLogMaxEntries: { env: 'SESSION_EVENTS_MAX_ENTRIES' },
@@ -41,55 +45,57 @@ export const SHARED_CONFIG_SOURCES = {
   ...TELEMETRY_CONFIG_SOURCES,
 } satisfies Record<keyof typeof SHARED_CONFIG_FIELDS, ConfigSource>;
 
-const apiSchema = z.object({
-  ...SHARED_CONFIG_FIELDS,
-  /** Listening port; default 8081 (0 picks a free one). */
-  port: portNumber.default(8081),
-  /** Listening address; default `0.0.0.0`. */
-  host: z.string().min(1).default('0.0.0.0'),
-  /** Seconds of inactivity after which idle and errored sessions are swept; 0 (default) turns the sweep off. */
-  ttlSeconds: z.coerce.number().min(0).default(0),
-  /** How often the TTL sweeper runs, in ms; default a quarter of the TTL, clamped to 250–5000. */
-  sweepIntervalMs: durationMs(10).optional(),
-  /** Cap on the number of sessions held (all organizations together); default 10 000. */
-  maxSessions: z.coerce.number().int().min(1).default(10_000),
-  /** Enables `PUT /sessions/{id}` with client-chosen UUIDs; default false. */
-  allowCustomIds: envBoolean.default(false),
-  /** Bearer-key authentication of the session endpoints; default true (`SESSIONS_AUTH=false` turns it off). */
-  auth: envBoolean.default(true),
-  /** `--no-auth`: turns authentication off for local development; default false. */
-  noAuth: envBoolean.default(false),
-  /** Runs one worker inside the API process (quickstart); default false. */
-  embeddedWorker: envBoolean.default(false),
-  /** Largest accepted request body in bytes; default 10 MiB (room for a `base64_image`). */
-  maxBodyBytes: z.coerce.number().int().min(1024).default(10_485_760),
-  /**
-   * Largest history a session may hold, bytes of its messages as JSON; default 4 MiB, the gateway's
-   * own body limit, since a turn sends the whole history in one request. A create or send past it is 413.
-   */
-  maxHistoryBytes: z.coerce
-    .number()
-    .int()
-    .min(1024)
-    .default(4 * 1024 * 1024),
-  /** Deepest nesting of arrays and objects in a body, checked before parsing; default 64. Deeper gets 400 `invalid_json`. */
-  maxJsonDepth: z.coerce.number().int().min(2).max(10_000).default(64),
-  /** A heartbeat comment on every event stream this often, ms; default 15 000. */
-  eventsHeartbeatMs: durationMs(100).default(15_000),
-  /** Bytes an event stream's client may leave unread before it is dropped (it resumes by id); default 1 MiB. */
-  eventsReaderBufferBytes: z.coerce.number().int().min(16_384).default(1_048_576),
-  /** Event streams one organization may hold open on one API process; default 1000. More get 429. */
-  eventsMaxStreamsPerOrg: z.coerce.number().int().min(1).default(1000),
-  /** Sessions one organization may hold unless its record sets its own; default 0 = only `maxSessions` applies. */
-  orgMaxSessions: z.coerce.number().int().min(0).max(1_000_000_000).default(0),
-  /** Turns one organization may have executing at once unless its record sets its own; default 0 = no cap. */
-  orgMaxRunningTurns: z.coerce.number().int().min(0).max(1_000_000).default(0),
-  /** Turns one organization may have waiting unless its record sets its own; default 0 = no limit. */
-  orgMaxWaitingTurns: z.coerce.number().int().min(0).max(1_000_000_000).default(0),
-  /** An organization's share of the workers when several wait, unless its record sets its own; default 1. */
-  orgTurnWeight: z.coerce.number().int().min(1).max(1000).default(1),
-  ...HTTP_LIMIT_FIELDS,
-});
+const apiSchema = z
+  .object({
+    ...SHARED_CONFIG_FIELDS,
+    /** Listening port; default 8081 (0 picks a free one). */
+    port: portNumber.default(8081),
+    /** Listening address; default `0.0.0.0`. */
+    host: z.string().min(1).default('0.0.0.0'),
+    /** Seconds of inactivity after which idle and errored sessions are swept; 0 (default) turns the sweep off. */
+    ttlSeconds: z.coerce.number().min(0).default(0),
+    /** How often the TTL sweeper runs, in ms; default a quarter of the TTL, clamped to 250–5000. */
+    sweepIntervalMs: durationMs(10).optional(),
+    /** Cap on the number of sessions held (all organizations together); default 10 000. */
+    maxSessions: z.coerce.number().int().min(1).default(10_000),
+    /** Enables `PUT /sessions/{id}` with client-chosen UUIDs; default false. */
+    allowCustomIds: envBoolean.default(false),
+    /** Bearer-key authentication of the session endpoints; default true (`SESSIONS_AUTH=false` turns it off). */
+    auth: envBoolean.default(true),
+    /** `--no-auth`: turns authentication off for local development; default false. */
+    noAuth: envBoolean.default(false),
+    /** Runs one worker inside the API process (quickstart); default false. */
+    embeddedWorker: envBoolean.default(false),
+    /** Largest accepted request body in bytes; default 10 MiB (room for a `base64_image`). */
+    maxBodyBytes: z.coerce.number().int().min(1024).default(10_485_760),
+    /**
+     * Largest history a session may hold, bytes of its messages as JSON; default 4 MiB, the gateway's
+     * own body limit, since a turn sends the whole history in one request. A create or send past it is 413.
+     */
+    maxHistoryBytes: z.coerce
+      .number()
+      .int()
+      .min(1024)
+      .default(4 * 1024 * 1024),
+    /** Deepest nesting of arrays and objects in a body, checked before parsing; default 64. Deeper gets 400 `invalid_json`. */
+    maxJsonDepth: z.coerce.number().int().min(2).max(10_000).default(64),
+    /** A heartbeat comment on every event stream this often, ms; default 15 000. */
+    eventsHeartbeatMs: durationMs(100).default(15_000),
+    /** Bytes an event stream's client may leave unread before it is dropped (it resumes by id); default 1 MiB. */
+    eventsReaderBufferBytes: z.coerce.number().int().min(16_384).default(1_048_576),
+    /** Event streams one organization may hold open on one API process; default 1000. More get 429. */
+    eventsMaxStreamsPerOrg: z.coerce.number().int().min(1).default(1000),
+    /** Sessions one organization may hold unless its record sets its own; default 0 = only `maxSessions` applies. */
+    orgMaxSessions: z.coerce.number().int().min(0).max(1_000_000_000).default(0),
+    /** Turns one organization may have executing at once unless its record sets its own; default 0 = no cap. */
+    orgMaxRunningTurns: z.coerce.number().int().min(0).max(1_000_000).default(0),
+    /** Turns one organization may have waiting unless its record sets its own; default 0 = no limit. */
+    orgMaxWaitingTurns: z.coerce.number().int().min(0).max(1_000_000_000).default(0),
+    /** An organization's share of the workers when several wait, unless its record sets its own; default 1. */
+    orgTurnWeight: z.coerce.number().int().min(1).max(1000).default(1),
+    ...HTTP_LIMIT_FIELDS,
+  })
+  .superRefine(checkRedisConnection);
 
 const apiSources = {
   ...SHARED_CONFIG_SOURCES,
@@ -116,8 +122,7 @@ const apiSources = {
 } satisfies Record<keyof z.infer<typeof apiSchema>, ConfigSource>;
 
 /** The API process's configuration: connection limits (HTTP_LIMIT_FIELDS of @tollway/service-kit) and telemetry included. */
-export interface ApiConfig extends HttpLimits, TelemetryConfig {
-  redisUrl: string;
+export interface ApiConfig extends HttpLimits, TelemetryConfig, RedisConnectionConfig {
   redisPrefix: string;
   logLevel: z.infer<typeof SHARED_CONFIG_FIELDS.logLevel>;
   eventLogMaxEntries: number;

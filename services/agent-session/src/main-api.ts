@@ -8,6 +8,8 @@ import {
   installShutdown,
   logUnhandledRejections,
   listenServer,
+  redisConnectionOf,
+  replicaWaitOf,
 } from '@tollway/service-kit';
 import { buildApp } from './app';
 import { loadApiConfig } from './config';
@@ -40,20 +42,29 @@ async function main(): Promise<void> {
   const tracing = await startTracing({ serviceName: 'agent-session-api', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'agent-session-api', level: config.logLevel });
   logUnhandledRejections(logger);
-  const redis = createRedis(config.redisUrl, { name: 'agent-session:api', failFast: true });
+  const redis = createRedis(config, { name: 'agent-session:api', failFast: true });
   // One subscriber connection per process serves every long-poll, the key-revocation channel and
   // the organization-change channel (the purge of deleted organizations' sessions).
-  const subscriber = createRedis(config.redisUrl, { name: 'agent-session:events', maxRetriesPerRequest: null });
+  const subscriber = createRedis(config, { name: 'agent-session:events', maxRetriesPerRequest: null });
   // The session event streams' one blocking read (XREAD BLOCK holds its connection). A read the
   // connection lost is not sent again: the hub reads again, from its own cursors.
-  const eventReader = createRedis(config.redisUrl, {
+  const eventReader = createRedis(config, {
     name: 'agent-session:event-reader',
     maxRetriesPerRequest: null,
     extra: { autoResendUnfulfilledCommands: false, enableAutoPipelining: false },
   });
 
   const eventLog = { maxEntries: config.eventLogMaxEntries, retentionMs: config.eventLogRetentionMs };
-  const store = new SessionStore({ redis, prefix: config.redisPrefix, eventLog });
+  // Sends wait for the replicas to hold their turn (REDIS_WAIT_REPLICAS) on a connection of their
+  // own: WAIT holds its connection, and nothing else should wait behind it.
+  const replicaWait = replicaWaitOf(config);
+  const sendsConnection = replicaWait ? createRedis(config, { name: 'agent-session:sends', failFast: true }) : null;
+  const store = new SessionStore({
+    redis,
+    prefix: config.redisPrefix,
+    eventLog,
+    ...(sendsConnection && replicaWait ? { durableSends: { redis: sendsConnection, wait: replicaWait } } : {}),
+  });
   // Sessions an earlier build left running on a queue this one does not read; in the background,
   // tried again while Redis does not answer, so a start with Redis away still serves (503s).
   const upgrade = () =>
@@ -95,7 +106,7 @@ async function main(): Promise<void> {
   // are not the worker's, so only the shared Redis and log settings are carried over from them).
   const workerConfig = {
     ...loadWorkerConfig({ argv: [] }),
-    redisUrl: config.redisUrl,
+    ...redisConnectionOf(config),
     redisPrefix: config.redisPrefix,
     logLevel: config.logLevel,
   };
@@ -199,7 +210,10 @@ async function main(): Promise<void> {
     { name: 'webhooks', run: () => notifier.drain() },
     { name: 'auth', run: () => authenticator?.close() },
     { name: 'limits', run: () => limits.close() },
-    { name: 'redis', run: () => Promise.all([redis.quit(), subscriber.quit(), eventReader.quit()]) },
+    {
+      name: 'redis',
+      run: () => Promise.all([redis.quit(), subscriber.quit(), eventReader.quit(), sendsConnection?.quit()]),
+    },
     { name: 'tracing', run: () => tracing?.shutdown() },
   ]);
 }

@@ -28,7 +28,7 @@ async function main(): Promise<void> {
   const engines = new EngineRegistry(engineContextOf(config));
   catalog.subscribe((models) => engines.sync(models));
   followCatalogChanges(catalog, logger, config.catalogWatch);
-  const redis = createRedis(config.redisUrl, { name: 'gateway', failFast: true });
+  const redis = createRedis(config, { name: 'gateway', failFast: true });
   const accounts = await wireAccounts(config, redis, logger, { catalog, engines });
   const { authenticator, admission, adminRouter, consoleRouter, openApi, admissionStats } = accounts;
   const promptTokens = new PromptTokenCounter(config.promptTokenCacheEntries);

@@ -93,6 +93,7 @@ export const SESSION_ERROR_CODES = {
   sessionLimitReached: 'session_limit_reached',
   organizationSessionLimit: 'organization_session_limit',
   turnQueueFull: 'turn_queue_full',
+  turnNotQueued: 'turn_not_queued',
   historyTooLarge: 'history_too_large',
   tooManyStreams: 'too_many_streams',
   serviceUnavailable: 'service_unavailable',

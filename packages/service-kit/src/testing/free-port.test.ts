@@ -1,5 +1,6 @@
 import net from 'node:net';
 import { ephemeralPortRange, freePort, freePortBetween } from './free-port';
+import { testPortRange } from './test-port-config';
 
 describe('freePort', () => {
   it('reads the kernel ephemeral range', () => {
@@ -47,6 +48,29 @@ describe('freePort', () => {
       if (free.length === 1) await expect(freePortBetween(from, to, 50)).rejects.toThrow(/no free port/);
     } finally {
       await Promise.all(held.map((server) => new Promise((resolve) => server.close(resolve))));
+    }
+  });
+
+  it('keeps to TOLLWAY_TEST_PORTS when it is set, and refuses a range it cannot read', () => {
+    expect(testPortRange({})).toBeNull();
+    expect(testPortRange({ TOLLWAY_TEST_PORTS: '22000-22999' })).toEqual([22000, 22999]);
+    for (const bad of ['22000', '22999-22000', '80-90', '22000-70000', ' 22000-22999', '22000:22999']) {
+      expect(() => testPortRange({ TOLLWAY_TEST_PORTS: bad })).toThrow(/TOLLWAY_TEST_PORTS/);
+    }
+  });
+
+  it('picks within TOLLWAY_TEST_PORTS', async () => {
+    const saved = process.env.TOLLWAY_TEST_PORTS;
+    process.env.TOLLWAY_TEST_PORTS = '22000-22999';
+    try {
+      for (let i = 0; i < 5; i++) {
+        const port = await freePort();
+        expect(port).toBeGreaterThanOrEqual(22000);
+        expect(port).toBeLessThanOrEqual(22999);
+      }
+    } finally {
+      if (saved === undefined) delete process.env.TOLLWAY_TEST_PORTS;
+      else process.env.TOLLWAY_TEST_PORTS = saved;
     }
   });
 });

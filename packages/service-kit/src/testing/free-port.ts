@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
+import { testPortRange } from './test-port-config';
 
 /** Linux's default ephemeral range, for systems that do not show theirs. */
 const DEFAULT_EPHEMERAL_RANGE: readonly [number, number] = [32768, 60999];
@@ -42,7 +43,7 @@ function kernelPort(): Promise<number> {
 
 /**
  * A free TCP port on 127.0.0.1 for a process started later (or started again on the same port),
- * picked at random below the kernel's ephemeral range. A port from that range, once released, can
+ * picked at random from TOLLWAY_TEST_PORTS when set, else below the kernel's ephemeral range. A port from that range, once released, can
  * be handed to any process's `listen(0)` or outgoing connection before the caller binds it again:
  * with tests running side by side, a spawned service then fails with EADDRINUSE while another
  * test's server answers on its port (the adversarial suite once took such a server's 200 for its
@@ -50,6 +51,8 @@ function kernelPort(): Promise<number> {
  * starts too low to leave room, falls back to the kernel's pick.
  */
 export async function freePort(): Promise<number> {
+  const range = testPortRange();
+  if (range) return freePortBetween(range[0], range[1] + 1);
   const [low] = ephemeralPortRange();
   return low - LOWEST_PORT < 1000 ? kernelPort() : freePortBetween(LOWEST_PORT, low);
 }

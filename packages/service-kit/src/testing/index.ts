@@ -1,4 +1,6 @@
 export * from './free-port';
 export * from './raw-http';
+export * from './redis-sentinels';
 export * from './redis-server';
+export * from './redis-tls';
 export * from './tcp-link';

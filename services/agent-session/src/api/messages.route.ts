@@ -22,6 +22,9 @@ export function wantsEventStream(req: Request): boolean {
   return req.accepts(['application/json', 'text/event-stream']) === 'text/event-stream';
 }
 
+/** Error of a turn whose start the store's replicas did not acknowledge in time. */
+export const UNCONFIRMED_ERROR = 'turn failed: the session store could not confirm the message on its replicas in time';
+
 /**
  * `/sessions/{id}/messages`: send a message (starts a background turn; with `Accept:
  * text/event-stream` the answer is the turn's event stream instead of the 202) and read the history.
@@ -65,6 +68,12 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
       if (result === 'busy') throw sessionErrors.busy(sessionId);
       if (result === 'full') throw sessionErrors.historyTooLarge(deps.maxHistoryBytes);
       if (result === 'queue_full') throw sessionErrors.turnQueueFull(limits.maxWaitingTurns, QUEUE_FULL_RETRY_AFTER_MS);
+      // A turn the replicas do not hold could vanish in a failover after its 202
+      // (REDIS_WAIT_REPLICAS): it is ended (taken out of the queue) and the answer is a 503.
+      await deps.store.confirmTurnStarted().catch(async (err: unknown) => {
+        await endUnconfirmed(deps, sessionId, org, turnId, err);
+        throw sessionErrors.turnNotQueued(err);
+      });
     } catch (err) {
       stream?.release();
       throw err;
@@ -86,4 +95,26 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
   });
 
   return router;
+}
+
+/**
+ * Ends a turn whose start the replicas did not confirm, in error (compare-and-set; out of its
+ * queue, so no worker runs it), and logs why. Redis may be failing over: then the ending may fail
+ * too, and the 503 says to read the session.
+ */
+async function endUnconfirmed(
+  deps: SessionRouteDeps,
+  sessionId: string,
+  org: string | null,
+  turnId: string,
+  err: unknown,
+): Promise<void> {
+  await deps.store
+    .finishTurn(sessionId, turnId, { kind: 'error', error: UNCONFIRMED_ERROR }, { endedBy: 'api', org })
+    .catch(() => 'unknown' as const);
+  deps.logger.error('turn not queued: its start was not confirmed by the replicas', {
+    session_id: sessionId,
+    turn_id: turnId,
+    err: (err as Error).message,
+  });
 }

@@ -2,6 +2,9 @@ import { SESSION_ERROR_CODES } from '@tollway/contracts';
 import { formatIssuePath, ServiceError } from '@tollway/service-kit';
 import type { z } from 'zod';
 
+/** A 503 that clears within seconds (a Redis outage or failover): advise a retry after one. */
+const RETRY_SOON = { 'retry-after': '1' };
+
 /**
  * Every error answer of the session API, in one place. Bodies are the SessionErrorResponse
  * envelope `{ error: { message, type, param, code } }` written by the error middleware.
@@ -135,6 +138,17 @@ export const sessionErrors = {
       },
     });
   },
+  /** 503: the replicas did not confirm the turn's start in time (REDIS_WAIT_REPLICAS); it was ended. */
+  turnNotQueued(cause: unknown): ServiceError {
+    return new ServiceError({
+      status: 503,
+      type: 'server_error',
+      code: SESSION_ERROR_CODES.turnNotQueued,
+      message: 'The message could not be queued for a worker; the session is in error and accepts a new message.',
+      headers: RETRY_SOON,
+      cause,
+    });
+  },
   unauthorized(): ServiceError {
     return new ServiceError({
       status: 401,
@@ -150,6 +164,7 @@ export const sessionErrors = {
       type: 'server_error',
       code: SESSION_ERROR_CODES.serviceUnavailable,
       message: 'The session store is unreachable.',
+      headers: RETRY_SOON,
       cause,
     });
   },

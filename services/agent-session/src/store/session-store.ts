@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { ChatMessage, SessionStatus } from '@tollway/contracts';
+import { confirmReplicated, type ReplicaWait } from '@tollway/service-kit';
 import { createSessionScript } from './lua/create-session.script';
 import { deleteSessionScript } from './lua/delete-session.script';
 import { startTurnScript } from './lua/start-turn.script';
@@ -120,6 +121,12 @@ export interface SessionStoreOptions {
   clock?: () => number;
   /** Retention of the session event logs; default DEFAULT_EVENT_LOG_RETENTION. */
   eventLog?: EventLogRetention;
+  /**
+   * Sends made durable before they are answered (REDIS_WAIT_REPLICAS): turns start on `redis`, a
+   * connection of their own (WAIT holds its connection while it waits), and confirmTurnStarted
+   * waits for `wait.replicas` replicas to hold them. Absent: on the main connection, unconfirmed.
+   */
+  durableSends?: { redis: Redis; wait: ReplicaWait };
 }
 
 const ORG_NONE = '';
@@ -139,9 +146,11 @@ export class SessionStore {
   private readonly eventsChannel: string;
   private readonly cancelChannel: string;
   private readonly eventLog: EventLogRetention;
+  private readonly durableSends: { redis: Redis; wait: ReplicaWait } | null;
 
   constructor(options: SessionStoreOptions) {
     this.redis = options.redis;
+    this.durableSends = options.durableSends ?? null;
     this.prefix = options.prefix;
     this.keys = sessionKeys(options.prefix);
     this.base = sessionKeyBase(options.prefix);
@@ -245,7 +254,7 @@ export class SessionStore {
   ): Promise<{ result: StartTurnResult; waiting?: number }> {
     const json = JSON.stringify(turn.message);
     const [result, waiting] = (await startTurnScript.run(
-      this.redis,
+      this.durableSends?.redis ?? this.redis,
       [
         this.keys.session(sessionId),
         this.keys.history(sessionId),
@@ -271,6 +280,15 @@ export class SessionStore {
       ],
     )) as [StartTurnResult, number?];
     return waiting === undefined ? { result } : { result, waiting: Number(waiting) };
+  }
+
+  /**
+   * Resolves once the replicas hold the turns started so far (with `durableSends`; at once
+   * without): a failover can then no longer lose them. Rejects with a ReplicationShortfallError
+   * when too few replicas acknowledged them in time, or with the connection's error.
+   */
+  async confirmTurnStarted(): Promise<void> {
+    if (this.durableSends) await confirmReplicated(this.durableSends.redis, this.durableSends.wait);
   }
 
   /**

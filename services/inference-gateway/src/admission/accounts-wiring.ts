@@ -7,7 +7,7 @@ import {
   isWellFormedApiKey,
 } from '@tollway/accounts';
 import { OrganizationId, type InferenceOpenApiOptions } from '@tollway/contracts';
-import type { Logger } from '@tollway/service-kit';
+import { replicaWaitOf, type Logger } from '@tollway/service-kit';
 import type { CatalogStore } from '../catalog/catalog-store';
 import type { GatewayConfig } from '../config';
 import { wireConsole } from '../console/console-wiring';
@@ -69,6 +69,7 @@ export async function wireAccounts(
     logger,
     localQuota: config.admissionSlices ? { useMs: config.admissionSliceMs } : null,
     subscriber,
+    settlementReplicaWait: replicaWaitOf(config),
   });
   // Static operator keys from API_KEYS (tests, private deployments) stay usable, unmetered;
   // every organization key is metered. Service keys act for the organization a request names.

@@ -69,6 +69,8 @@ export interface AdmissionStats {
   settlementRetries: number;
   /** Settlements (requests) given up since start: their usage was not charged. */
   settlementsLost: number;
+  /** Settlements (requests) their replicas did not acknowledge within REDIS_WAIT_TIMEOUT_MS, since start. */
+  settlementsUnreplicated: number;
   /** Model id → capacity leases this replica holds (running requests and reserved block slots). */
   leasesByModel: ReadonlyMap<string, number>;
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { accountKeys, luaScript, runScripts, type AccountKeys } from '@tollway/accounts';
 import { BUDGET_KINDS, formatRateLimitDuration, RATE_LIMIT_HEADERS } from '@tollway/contracts';
-import { ServiceError, type Logger } from '@tollway/service-kit';
+import { ServiceError, type Logger, type ReplicaWait } from '@tollway/service-kit';
 import type { Admission, AdmissionRequest, AdmissionStats, AdmissionTicket, SettledUsage } from './admission.types';
 import { admissionUnavailable, insufficientQuota, providerOverloaded, rateLimitExceeded } from './admission-errors';
 import { invalidApiKey, unknownOrganization } from '../errors';
@@ -56,6 +56,8 @@ export interface RedisAdmissionOptions {
   admitTimeoutMs?: number;
   /** How long a settlement that failed is sent again (SettlementBatcher); default SETTLEMENT_RETRY_WINDOW_MS. */
   settlementRetryWindowMs?: number;
+  /** Replicas that must hold each settlement (REDIS_WAIT_REPLICAS, see SettlementBatcher); null = none. */
+  settlementReplicaWait?: ReplicaWait | null;
 }
 
 /** The Redis key of a model's capacity leases (a zset of lease id → expiry ms). */
@@ -107,6 +109,7 @@ export class RedisAdmission implements Admission {
       now: this.now,
       logger: this.logger,
       retryWindowMs: options.settlementRetryWindowMs,
+      replicaWait: options.settlementReplicaWait ?? null,
     });
     const local = options.localQuota && options.subscriber ? new LocalQuota(this.now, options.localQuota) : null;
     this.local = local;
@@ -182,6 +185,7 @@ export class RedisAdmission implements Admission {
       leaseRenewals: this.renewer.renewals,
       settlementRetries: settlements.retries,
       settlementsLost: settlements.lost,
+      settlementsUnreplicated: settlements.unreplicated,
       leasesByModel,
     };
   }

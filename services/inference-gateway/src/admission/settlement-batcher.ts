@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { luaScript, runScripts, USAGE_RETENTION_SECONDS, type AccountKeys, type ScriptCall } from '@tollway/accounts';
-import type { Logger } from '@tollway/service-kit';
+import { confirmReplicated, ReplicationShortfallError, type Logger, type ReplicaWait } from '@tollway/service-kit';
 import { SETTLE_LUA } from './scripts/settle.lua';
 
 const settleScript = luaScript(SETTLE_LUA, 'settle');
@@ -62,6 +62,12 @@ export interface SettlementBatcherOptions {
    * slice's allowance covers the spend meanwhile, and it leaves with the slice's return at the latest.
    */
   accountingDelayMs?: number;
+  /**
+   * Replicas that must hold a batch before it counts as written (Redis WAIT after its answer); null
+   * (the default) = none. A WAIT whose connection broke sends the batch again (applied once); one
+   * that timed out short of the replicas is counted (`unreplicated`) and the batch stays as it is.
+   */
+  replicaWait?: ReplicaWait | null;
 }
 
 /** A batch taken for sending: the script call, and what to do once it is answered. */
@@ -76,6 +82,8 @@ export interface SettlementStats {
   retries: number;
   /** Settlements (requests) given up after the retry window: their usage was not charged. */
   lost: number;
+  /** Settlements (requests) written whose replicas did not acknowledge them within the wait (replicaWait). */
+  unreplicated: number;
 }
 
 interface OrgTotals {
@@ -141,7 +149,8 @@ export class SettlementBatcher {
   /** Batches that failed, waiting to go again. */
   private readonly retrying: Batch[] = [];
   private retryTimer: NodeJS.Timeout | null = null;
-  private readonly counts: SettlementStats = { retries: 0, lost: 0 };
+  private readonly counts: SettlementStats = { retries: 0, lost: 0, unreplicated: 0 };
+  private readonly replicaWait: ReplicaWait | null;
   /** Full batches waiting to go, oldest first. */
   private readonly full: Batch[] = [];
   /** The batch settlements are being added to. */
@@ -158,6 +167,7 @@ export class SettlementBatcher {
     this.maxBatch = options.maxBatch ?? 500;
     this.accountingDelayMs = options.accountingDelayMs ?? 1000;
     this.retryWindowMs = options.retryWindowMs ?? SETTLEMENT_RETRY_WINDOW_MS;
+    this.replicaWait = options.replicaWait ?? null;
   }
 
   stats(): SettlementStats {
@@ -236,9 +246,12 @@ export class SettlementBatcher {
       ordered: true,
       finish: (err, reply) => {
         if (err) this.failed(taken, err);
-        else if (reply === -1) {
-          // An earlier sending ran, and its answer was lost: nothing was applied twice.
-          this.logger?.info('settlement sent again had been applied', { requests: taken.count });
+        else {
+          if (reply === -1) {
+            // An earlier sending ran, and its answer was lost: nothing was applied twice.
+            this.logger?.info('settlement sent again had been applied', { requests: taken.count });
+          }
+          if (this.replicaWait) this.confirm(taken, this.replicaWait);
         }
         this.inFlight.delete(attempt);
         answered();
@@ -248,6 +261,26 @@ export class SettlementBatcher {
         this.scheduleQueued();
       },
     };
+  }
+
+  /**
+   * Waits for the replicas to hold a batch Redis answered. A primary that dies before they do (a
+   * failover) breaks the connection: the batch goes again, to the new primary, where it applies
+   * if it was lost with the old one (its mark went with it) and changes nothing if it was not.
+   */
+  private confirm(batch: Batch, wait: ReplicaWait): void {
+    const confirming: Promise<void> = confirmReplicated(this.redis, wait)
+      .catch((err: unknown) => {
+        if (!(err instanceof ReplicationShortfallError)) return this.failed(batch, err);
+        this.counts.unreplicated += batch.count;
+        this.logger?.warn('settlement not acknowledged by the replicas in time', {
+          requests: batch.count,
+          acknowledged: err.acknowledged,
+          replicas: wait.replicas,
+        });
+      })
+      .finally(() => this.inFlight.delete(confirming));
+    this.inFlight.add(confirming);
   }
 
   /** A sending failed, or its answer was lost: the batch goes again, or is given up past the window. */

@@ -1,9 +1,12 @@
 import { createAccountStore } from '@tollway/accounts';
-import { ConfigError, createRedis } from '@tollway/service-kit';
+import { ConfigError, createRedis, describeRedis } from '@tollway/service-kit';
 import { loadGatewayConfig } from '../config';
 import { runCli } from './tollway-cli';
 
-/** `pnpm tollway …`: the operator CLI, over the Redis named by the gateway's REDIS_URL / REDIS_PREFIX. */
+/**
+ * `pnpm tollway …`: the operator CLI, over the Redis the gateway's settings name (REDIS_URL, or
+ * REDIS_SENTINELS and REDIS_SENTINEL_NAME, TLS, REDIS_PREFIX).
+ */
 async function main(): Promise<number> {
   // The command line belongs to the CLI, not to the gateway's flags.
   let config;
@@ -16,7 +19,7 @@ async function main(): Promise<number> {
   }
   // A command whose answer a broken connection lost is not sent again (it may have run: a credit
   // top-up would apply twice); it fails after 10 s without an answer, and the CLI exits 2.
-  const redis = createRedis(config.redisUrl, {
+  const redis = createRedis(config, {
     name: 'tollway-cli',
     extra: { lazyConnect: true, autoResendUnfulfilledCommands: false, commandTimeout: 10_000 },
   });
@@ -34,21 +37,12 @@ async function main(): Promise<number> {
       {
         out: (text) => process.stdout.write(text),
         err: (text) => process.stderr.write(text),
-        redisAddress: withoutPassword(config.redisUrl),
+        redisAddress: describeRedis(config),
       },
     );
   } finally {
     redis.disconnect();
   }
-}
-
-/** A Redis URL to show in a message: its password masked, in the user part or the query (`?password=`). */
-function withoutPassword(address: string): string {
-  if (!URL.canParse(address)) return address;
-  const url = new URL(address);
-  if (url.password) url.password = '***';
-  if (url.searchParams.has('password')) url.searchParams.set('password', '***');
-  return url.toString();
 }
 
 main().then((code) => {

@@ -120,7 +120,9 @@ export async function buildCli(store: AccountStore, output: CliOutput): Promise<
   };
   const print = (value: unknown) => output.out(`${JSON.stringify(value, null, 2)}\n`);
   const program = new commander.Command('tollway')
-    .description('Manage Tollway organizations, API keys and usage (reads REDIS_URL and REDIS_PREFIX).')
+    .description(
+      "Manage Tollway organizations, API keys and usage (reads REDIS_URL, REDIS_SENTINELS, REDIS_PREFIX: the gateway's Redis settings).",
+    )
     .configureOutput({ writeOut: output.out, writeErr: output.err })
     .exitOverride();
 
@@ -312,7 +314,9 @@ export async function runCli(args: readonly string[], store: AccountStore, outpu
     const message = err instanceof Error ? err.message : String(err);
     if (isRedisUnavailable(err)) {
       const where = output.redisAddress ? ` at ${output.redisAddress}` : '';
-      output.err(`tollway: Redis${where} did not answer (${message}). Is it running, and is REDIS_URL right?\n`);
+      output.err(
+        `tollway: Redis${where} did not answer (${message}). Is it running, and are REDIS_URL (and REDIS_SENTINELS) right?\n`,
+      );
     } else output.err(`tollway: ${message}\n`);
     return 2;
   }

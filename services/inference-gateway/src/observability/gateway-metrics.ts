@@ -277,6 +277,15 @@ function registerAdmissionMetrics(registers: Registry[], stats: () => AdmissionS
       this.inc(stats().settlementsLost);
     },
   });
+  new Counter({
+    name: 'tollway_settlements_unreplicated_total',
+    help: 'Finished requests whose settlement its replicas did not acknowledge in time (REDIS_WAIT_REPLICAS): a failover then may lose it',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(stats().settlementsUnreplicated);
+    },
+  });
   new Gauge({
     name: 'tollway_capacity_leases_held',
     help: 'Capacity leases this replica holds per model (running requests and reserved block slots)',

@@ -17,7 +17,7 @@ import {
   OrganizationUsage,
 } from '@tollway/contracts';
 import { createLogger, createRedis, errorMiddleware } from '@tollway/service-kit';
-import { startTcpLink, type TcpLink } from '@tollway/service-kit/testing';
+import { startPrivateRedis, startTcpLink, type PrivateRedis, type TcpLink } from '@tollway/service-kit/testing';
 import { ADMIN_BASE_PATH, buildAdminRouter } from '../../src/routes/admin/admin.router';
 import { RedisAdmission } from '../../src/admission/redis-admission';
 import { redisFailureAs503 } from '../../src/app';
@@ -678,31 +678,46 @@ describe('keys and usage', () => {
 
 describe('a lost answer and a Redis that does not answer', () => {
   // The gateway's own fail-fast connection (700 ms reply timeout; 1000 here, so a loaded machine
-  // does not time out the calls the test does not break), through a link the test breaks.
+  // does not time out the calls the test does not break), through a link the test breaks, to a
+  // Redis of this test's own: on the shared one, another test file's SCRIPT FLUSH (server-wide)
+  // made a top-up's EVALSHA meet NOSCRIPT, whose lost answer left the script never run.
+  let server: PrivateRedis;
   let link: TcpLink;
   let linked: Redis;
   let linkedApp: express.Express;
+  /** The same admin API straight to that Redis, to see what it holds. */
+  let direct: Redis;
+  let directApp: express.Express;
 
   beforeAll(async () => {
-    link = await startTcpLink(6379);
+    server = await startPrivateRedis();
+    link = await startTcpLink(Number(new URL(server.url).port));
     linked = createRedis(`redis://127.0.0.1:${link.port}`, {
       name: 'admin-link',
       failFast: true,
       commandTimeoutMs: 1000,
     });
-    linkedApp = express();
-    linkedApp.use(
-      ADMIN_BASE_PATH,
-      buildAdminRouter({ store: createAccountStore({ redis: linked, prefix }), adminToken: ADMIN_TOKEN }),
-    );
-    linkedApp.use(redisFailureAs503);
-    linkedApp.use(errorMiddleware(createLogger({ service: 'test', silent: true })));
+    direct = new Redis(server.url);
+    const adminApp = (connection: Redis) => {
+      const built = express();
+      built.use(
+        ADMIN_BASE_PATH,
+        buildAdminRouter({ store: createAccountStore({ redis: connection, prefix }), adminToken: ADMIN_TOKEN }),
+      );
+      built.use(redisFailureAs503);
+      built.use(errorMiddleware(createLogger({ service: 'test', silent: true })));
+      return built;
+    };
+    linkedApp = adminApp(linked);
+    directApp = adminApp(direct);
     await waitFor(() => linked.status === 'ready', 5_000);
   });
 
   afterAll(async () => {
     linked.disconnect();
+    direct.disconnect();
     await link.close();
+    await server.stop();
   });
 
   /** Breaks the link and waits for the client to have noticed and reconnected. */
@@ -741,9 +756,9 @@ describe('a lost answer and a Redis that does not answer', () => {
     link.dropReplies();
     expect((await create()).status).toBe(503);
     await cutAndReconnect();
-    const exists = (await request(app).get(`/admin/v1/organizations/${id}`).set(auth)).status === 200;
+    const exists = (await request(directApp).get(`/admin/v1/organizations/${id}`).set(auth)).status === 200;
     const listed = async () =>
-      OrganizationList.parse((await request(app).get('/admin/v1/organizations').set(auth)).body).data.filter(
+      OrganizationList.parse((await request(directApp).get('/admin/v1/organizations').set(auth)).body).data.filter(
         (org) => org.id === id,
       ).length;
     expect([exists, await listed()]).toEqual([exists, exists ? 1 : 0]);
@@ -767,7 +782,7 @@ describe('a lost answer and a Redis that does not answer', () => {
     await cutAndReconnect();
     const again = await create();
     expect(again.status).toBe(201);
-    const before = OrganizationList.parse((await request(app).get('/admin/v1/organizations').set(auth)).body);
+    const before = OrganizationList.parse((await request(directApp).get('/admin/v1/organizations').set(auth)).body);
     expect(before.data.filter((org) => org.id === again.body.id)).toHaveLength(1);
     expect(again.body).toMatchObject({ name: 'Lost once', credit: 3 });
   });
@@ -785,11 +800,15 @@ describe('a lost answer and a Redis that does not answer', () => {
         .set('Idempotency-Key', key)
         .send({ credit_top_up: 5 });
     const key = randomUUID();
+    // Redis holds the update script (an update to the same name runs it): the top-up's EVALSHA
+    // runs, with no NOSCRIPT to answer first.
+    const rename = await request(linkedApp).patch(`/admin/v1/organizations/${orgId}`).set(auth).send({ name: 'Lost' });
+    expect(rename.status).toBe(200);
     link.dropReplies();
     expect((await topUp()).status).toBe(503);
+    // Redis applied it all the same: seen before the link breaks, not assumed.
+    await waitFor(async () => Number(await direct.hget(store.keys.org(orgId), 'credit')) === 15, 5_000);
     await cutAndReconnect();
-    // Redis applied it all the same.
-    expect(Number(await redis.hget(store.keys.org(orgId), 'credit'))).toBe(15);
     const again = await topUp();
     expect(again.status).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
