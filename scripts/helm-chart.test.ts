@@ -8,10 +8,12 @@
  * Services; the ScaledObject scales the worker on the session API's queue gauge; no credential
  * lands in a ConfigMap.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parse } from 'yaml';
 import { HTTP_LIMIT_SOURCES } from '../packages/service-kit/src/http-server';
+import { REDIS_CONNECTION_SOURCES } from '../packages/service-kit/src/redis-config';
 import { TELEMETRY_CONFIG_SOURCES } from '../packages/telemetry/src/telemetry-config';
 import { loadApiConfig, SHARED_CONFIG_SOURCES } from '../services/agent-session/src/config';
 import { loadWorkerConfig } from '../services/agent-session/src/worker-config';
@@ -115,6 +117,16 @@ const ALL_KEYS_SECRET: K8sObject = {
   stringData: { ...CREDENTIALS, REDIS_URL: 'rediss://tollway:data-password@redis.example:6380' },
 };
 
+/**
+ * The Secret a user made for an example: every credential, but the sentinels' password only where
+ * sentinels are used (the processes refuse a Sentinel setting without REDIS_SENTINELS).
+ */
+function existingSecretFor(redisExample: string): K8sObject {
+  if (redisExample.includes('sentinel')) return ALL_KEYS_SECRET;
+  const { REDIS_SENTINEL_PASSWORD: _unused, ...rest } = ALL_KEYS_SECRET.stringData as Record<string, string>;
+  return { ...ALL_KEYS_SECRET, stringData: rest };
+}
+
 const variants: Rendered[] = [];
 for (const components of Object.keys(COMPONENTS)) {
   for (const redis of Object.keys(REDIS)) {
@@ -131,7 +143,7 @@ for (const redis of examples.filter((file) => file.startsWith('redis-'))) {
       values: { files: [redis, component].map((file) => join(EXAMPLES, file)) },
       objects: [],
       schemaErrors: [],
-      external: [ALL_KEYS_SECRET],
+      external: [existingSecretFor(redis)],
     });
   }
 }
@@ -159,6 +171,23 @@ function source(path: string): string {
   return readFileSync(join(ROOT, path), 'utf8');
 }
 
+/** A PEM file the config loaders accept (they check the file is readable and PEM, not the key). */
+const STAND_IN_PEM = (() => {
+  const dir = mkdtempSync(join(tmpdir(), 'tollway-chart-tls-'));
+  const file = join(dir, 'stand-in.pem');
+  writeFileSync(file, '-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n');
+  return file;
+})();
+
+/** `env` with each REDIS_TLS_*_FILE it sets pointing at a stand-in PEM file. */
+function withStandInTlsFiles(env: Record<string, string>): Record<string, string> {
+  const out = { ...env };
+  for (const name of ['REDIS_TLS_CA_FILE', 'REDIS_TLS_CERT_FILE', 'REDIS_TLS_KEY_FILE']) {
+    if (out[name]) out[name] = STAND_IN_PEM;
+  }
+  return out;
+}
+
 /** `env: 'NAME'` entries of a config source file. */
 function envNamesIn(path: string): string[] {
   return [...source(path).matchAll(/env: '([A-Z0-9_]+)'/g)].map((match) => match[1]!);
@@ -166,21 +195,8 @@ function envNamesIn(path: string): string[] {
 
 const envOf = (sources: Record<string, { env?: string }>) =>
   Object.values(sources).flatMap((s) => (s.env ? [s.env] : []));
-/**
- * The Redis connection variables of issue 38 (Sentinel, TLS files), fixed by name for every process;
- * service-kit's Redis factory reads them once that work lands.
- */
-const REDIS_CONNECTION_VARIABLES = [
-  'REDIS_SENTINELS',
-  'REDIS_SENTINEL_NAME',
-  'REDIS_SENTINEL_USERNAME',
-  'REDIS_SENTINEL_PASSWORD',
-  'REDIS_SENTINEL_TLS',
-  'REDIS_TLS_CA_FILE',
-  'REDIS_TLS_CERT_FILE',
-  'REDIS_TLS_KEY_FILE',
-];
-const shared = [...envOf(TELEMETRY_CONFIG_SOURCES), ...envOf(HTTP_LIMIT_SOURCES), ...REDIS_CONNECTION_VARIABLES];
+/** The Redis connection variables every process reads through service-kit's Redis factory. */
+const shared = [...envOf(TELEMETRY_CONFIG_SOURCES), ...envOf(HTTP_LIMIT_SOURCES), ...envOf(REDIS_CONNECTION_SOURCES)];
 /** Every variable each process reads. */
 const READS: Record<Process, Set<string>> = {
   gateway: new Set([...envNamesIn('services/inference-gateway/src/config.ts'), ...shared]),
@@ -378,7 +394,8 @@ describe.each(variants)('helm chart: $name', (variant) => {
           expect(mounts.some((mount) => env[file]!.startsWith(`${mount.mountPath}/`))).toBe(true);
         }
       }
-      const input = { env, argv: [] as string[] };
+      // The loaders read the TLS files the pod mounts: here, stand-in PEM files at other paths.
+      const input = { env: withStandInTlsFiles(env), argv: [] as string[] };
       if (process === 'gateway') {
         const config = loadGatewayConfig(input);
         expect(config.port).toBe(Number(env.GATEWAY_PORT));
