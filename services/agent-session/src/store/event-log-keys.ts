@@ -58,16 +58,16 @@ end
  * as its last ARGV, which it takes off with `table.remove(ARGV)` before reading the rest, so the
  * event log is written in the step that changes the session and the two never disagree:
  *
- * - `logTurnEnd(base, sid, tid, log)`, after a turn ended (applied): when the worker streamed the
- *   turn (`log.w` = 'write'), the session has readers or its log exists, the events the worker had
- *   not written (`log.e`), then turn.completed or turn.failed with the session as it reads now and
+ * - `logTurnEnd(base, sid, tid, log, pendingJson)`, after a turn ended (applied): when the worker
+ *   streamed the turn (`log.w` = 'write'), the session has readers or its log exists, the events the
+ *   worker had not written (`pendingJson`, decoded only then: a turn no one reads pays no JSON), then turn.completed or turn.failed with the session as it reads now and
  *   `log.m` (the trace_metrics JSON, 'null' when unknown). Nothing of a turn follows its ending event.
  * - `logDeletion(base, sid, org, tid, log)`, as the session is deleted: when it has readers or a log,
  *   turn.cancelled (of `tid`, or with turn_id null for '') with `log.c` as its error; the log then
  *   lives `log.g` ms (its connected readers read it) and the watch key goes.
  */
 export const EVENT_LOG_LUA = `${APPEND_LUA}
-local function logTurnEnd(base, sid, tid, log)
+local function logTurnEnd(base, sid, tid, log, pendingJson)
   local stream = base .. 'ev:' .. sid
   if log.w ~= 'write' and redis.call('EXISTS', stream, base .. 'watch:' .. sid) == 0 then return end
   local s = redis.call('HMGET', base .. 's:' .. sid, 'status', 'org', 'response', 'error')
@@ -78,7 +78,9 @@ local function logTurnEnd(base, sid, tid, log)
     if start == '' then start = id end
     prev = id
   end
-  for _, pending in ipairs(log.e) do add(pending[1], pending[2]) end
+  if pendingJson and pendingJson ~= '[]' then
+    for _, pending in ipairs(cjson.decode(pendingJson)) do add(pending[1], pending[2]) end
+  end
   local kind = 'turn.failed'
   local err = 'null'
   if s[1] == 'idle' then kind = 'turn.completed' elseif s[4] then err = cjson.encode(s[4]) end
@@ -134,7 +136,16 @@ export interface TurnEndEvents {
   pending: Array<[string, string]>;
 }
 
-/** The last ARGV of the scripts that end a turn: what `logTurnEnd` writes (see EVENT_LOG_LUA). */
+/**
+ * The last two ARGV of the scripts a worker ends a turn with: what `logTurnEnd` writes (see
+ * EVENT_LOG_LUA), its settings, then the events not yet written as JSON of their own (parsed only
+ * when the turn is logged).
+ */
+export function turnEndLogArgs(retention: EventLogRetention, events?: TurnEndEvents): [string, string] {
+  return [turnEndLogArg(retention, events), JSON.stringify(events?.pending ?? [])];
+}
+
+/** The log settings of a turn's end (`log` of logTurnEnd), without its pending events. */
 export function turnEndLogArg(retention: EventLogRetention, events?: TurnEndEvents): string {
   return JSON.stringify({
     n: retention.maxEntries,
@@ -142,7 +153,6 @@ export function turnEndLogArg(retention: EventLogRetention, events?: TurnEndEven
     w: events?.mode ?? 'check',
     s: events?.startId ?? '',
     m: events?.traceMetricsJson ?? 'null',
-    e: events?.pending ?? [],
   });
 }
 

@@ -18,7 +18,7 @@ import {
 import {
   DEFAULT_EVENT_LOG_RETENTION,
   deletionLogArg,
-  turnEndLogArg,
+  turnEndLogArgs,
   type EventLogRetention,
   type TurnEndEvents,
 } from './event-log-keys';
@@ -329,7 +329,7 @@ export class SessionStore {
         ...outcomeArgs(outcome),
         ENDED_MARKER_TTL_MS,
         ...appendedMessages(outcome),
-        turnEndLogArg(this.eventLog, events),
+        ...turnEndLogArgs(this.eventLog, events),
       ],
     )) as ['applied' | 'stale', number];
     return { result, released: Number(released) === 1 };

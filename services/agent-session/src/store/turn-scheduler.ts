@@ -15,6 +15,7 @@ import { schedulerOrg, sessionEventsChannel, sessionKeyBase, sessionKeys, type S
 import {
   DEFAULT_EVENT_LOG_RETENTION,
   turnEndLogArg,
+  turnEndLogArgs,
   type EventLogRetention,
   type TurnEndEvents,
 } from './event-log-keys';
@@ -116,7 +117,7 @@ export class TurnScheduler {
         claimNext,
         leaseTtlMs,
         ...appendedMessages(outcome),
-        turnEndLogArg(this.eventLog, events),
+        ...turnEndLogArgs(this.eventLog, events),
       ],
     )) as ['applied' | 'stale', number, unknown];
     return { result, stillLeased: Number(released) === 1, next: await this.withHistories(claimed) };

@@ -36,7 +36,7 @@ for _, member in ipairs(expired) do
   releaseSlot(base, string.sub(member, second + 1))
   local job = redis.call('HGET', base .. 's:' .. sid, 'job')
   if endTurn(base, sid, tid, now, ARGV[3], 'reaper', 'error', ARGV[5], ARGV[4], {}, 1) == 'applied' then
-    logTurnEnd(base, sid, tid, log)
+    logTurnEnd(base, sid, tid, log, nil)
     out[#out + 1] = { sid, tid, 'ended', job }
   else
     out[#out + 1] = { sid, tid, 'deleted', redis.call('GET', base .. 'cancelled:' .. tid) }
