@@ -47,15 +47,34 @@ export class TurnReaper {
     this.clock = options.clock ?? Date.now;
   }
 
-  /** Starts periodic passes. */
+  /**
+   * Starts periodic passes. A tick that comes late by half a lease time or more means this process
+   * stood still (CPU starved, a long GC pause, a stopped VM): its own worker could not heartbeat
+   * meanwhile either, so expired leases wait one lease time for their workers, as after an outage.
+   */
   start(): void {
+    const { intervalMs, leaseTtlMs } = this.options;
+    let due = this.clock() + intervalMs;
     this.timer = setInterval(() => {
+      const now = this.clock();
+      if (now - due >= leaseTtlMs / 2) this.holdAfterStall(now, now - due);
+      due = now + intervalMs;
       if (this.running) return;
       this.running = this.runPass().finally(() => {
         this.running = null;
       });
     }, this.options.intervalMs);
     this.timer.unref();
+  }
+
+  /** Holds expired leases for one lease time after this process stood still for `lateMs`. */
+  private holdAfterStall(now: number, lateMs: number): void {
+    if (this.leasesTrustedFrom === Infinity) return; // held already, until Redis answers
+    this.leasesTrustedFrom = Math.max(this.leasesTrustedFrom, now + this.options.leaseTtlMs);
+    this.options.logger.warn('reaper: this process stood still; expired leases wait one lease time for their workers', {
+      late_ms: lateMs,
+      lease_ttl_ms: this.options.leaseTtlMs,
+    });
   }
 
   /**

@@ -34,7 +34,9 @@ beforeAll(async () => {
     REDIS_URL: redis.url,
     AGENT_MODULE: fixtureAgent('slow'),
     WORKER_CONCURRENCY: '1',
-    WORKER_LEASE_TTL_MS: '1000',
+    // Short enough that the outage outlasts it many times over; long enough that a loaded
+    // machine's pauses do not let it lapse between two heartbeats.
+    WORKER_LEASE_TTL_MS: '2000',
     REAPER_INTERVAL_MS: '200',
   });
 }, 30_000);
@@ -52,7 +54,7 @@ it('a turn that ends during a Redis outage longer than its lease keeps its answe
   await waitFor(async () => (await readLeases()) === 1, 5000);
   await redis.kill();
   // The agent answers after 2 s, while Redis is gone: for 10 s, long enough for the worker's
-  // client to give up on the command that ends the turn. The lease (1 s) lapses meanwhile.
+  // client to give up on the command that ends the turn. The lease (2 s) lapses meanwhile.
   await sleep(10000);
   await redis.restart();
   const done = await request(api.app).get(`/sessions/${id}?wait=true&timeout=15`);

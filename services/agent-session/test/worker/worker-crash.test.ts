@@ -215,3 +215,30 @@ it("a deleted session's turn whose worker died gets its one cancellation callbac
   await sleep(300);
   expect(receiver.received.filter((delivery) => delivery.url === '/deleted')).toHaveLength(1);
 });
+
+it('a reaper whose process stood still for over half a lease holds expired leases for one lease time: its worker, which stood still too, renews first', async () => {
+  await reaper.stop();
+  await secondWorker?.close();
+  secondWorker = null;
+  const id = (await request(api.app).post('/sessions').send({})).body.session_id as string;
+  await queueTurn(id, 'through a stall');
+  const [claimed] = await api.scheduler.claim(1, 300, false);
+  expect(claimed?.sessionId).toBe(id);
+  const worker = new WorkerRegistration({ redis: api.redis, prefix, workerId: 'stalled', concurrency: 1, ttlMs: 300 });
+  worker.hold(id, claimed!.turnId, null);
+  const stalled = testReaper({ intervalMs: 20, leaseTtlMs: 300 });
+  stalled.start();
+  const status = async () => (await request(api.app).get(`/sessions/${id}`)).body.status as string;
+  try {
+    await sleep(100);
+    // The process stands still for 500 ms (CPU starved, a GC pause): the lease lapses meanwhile.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+    await sleep(60); // the reaper's late ticks come first
+    expect(await worker.heartbeat()).toEqual([]);
+    expect(await status()).toBe('running');
+    // A worker that stays silent loses the turn once the hold is over.
+    await waitFor(async () => (await status()) === 'error', 3000);
+  } finally {
+    await stalled.stop();
+  }
+});
