@@ -53,6 +53,23 @@ export interface FinishResult {
   next: ClaimedTurn[];
 }
 
+/**
+ * What keeps the leases of the turns a worker claimed (its registration's heartbeat): told of each
+ * turn as soon as the claim's reply names it, before its history is read.
+ */
+export interface ClaimedLeases {
+  hold(sessionId: string, turnId: string, orgId: string | null): void;
+  forget(sessionId: string, turnId: string, orgId: string | null): void;
+}
+
+/** Waits between tries of reading claimed turns' histories while Redis does not answer, ms (the last one repeats). */
+const HISTORY_RETRY_DELAYS_MS = [100, 250, 500, 1000, 2000];
+/**
+ * How long a worker keeps trying to read the histories of turns it claimed, ms: as long as it
+ * keeps trying to end a turn (END_TURN_RETRY_FOR_MS), past any outage a deployment rides out.
+ */
+const HISTORY_RETRY_FOR_MS = 120_000;
+
 /** The wait on the wake token ends after this long anyway, in seconds: a token lost with a worker costs no more. */
 const WAKE_TIMEOUT_SECONDS = 2;
 
@@ -72,6 +89,8 @@ export class TurnScheduler {
     private readonly clock: () => number = Date.now,
     /** Retention of the session event logs the turns' ends write to. */
     private readonly eventLog: EventLogRetention = DEFAULT_EVENT_LOG_RETENTION,
+    /** A worker's: keeps the claimed turns' leases while their histories are read (see withHistories). */
+    private readonly leases?: ClaimedLeases,
   ) {
     this.base = sessionKeyBase(prefix);
     this.keys = sessionKeys(prefix);
@@ -159,27 +178,55 @@ export class TurnScheduler {
   /**
    * The claimed turns of a claim's reply, each with its session's history, read in one pipeline
    * (a running session's history does not change until its turn ends; a session deleted since
-   * reads empty, and its turn is cancelled). A read that fails leaves the turns leased: their
-   * leases lapse and the reaper ends them, as for a claim whose reply was lost.
+   * reads empty, and its turn is cancelled). The claim leased the turns to this worker: with
+   * `leases`, they are held (heartbeated) from the reply on, and a read that meets a Redis outage
+   * is tried again until Redis answers, so an outage at the claim does not cost the turns. A read
+   * given up on (or without `leases`) leaves them to lapse: the reaper ends them, as for a claim
+   * whose reply was lost.
    */
   private async withHistories(reply: unknown): Promise<ClaimedTurn[]> {
-    const claimed = (reply as Array<[string, string, string, string, number]> | null) ?? [];
-    if (claimed.length === 0) return [];
-    const pipeline = this.redis.pipeline();
-    for (const [sessionId] of claimed) pipeline.lrange(this.keys.history(sessionId), 0, -1);
-    const histories = (await pipeline.exec()) ?? [];
-    return claimed.map(([sessionId, turnId, org, jobJson, watched], i) => {
-      const [err, items] = histories[i] ?? [new Error('no reply'), null];
-      if (err) throw err;
-      return {
+    const claimed = ((reply as Array<[string, string, string, string, number]> | null) ?? []).map(
+      ([sessionId, turnId, org, jobJson, watched]) => ({
         sessionId,
         turnId,
         orgId: org === '' ? null : org,
         jobJson,
-        history: (items as string[]).map((item) => JSON.parse(item) as StoredMessage),
         watched: Number(watched) === 1,
-      };
-    });
+      }),
+    );
+    if (claimed.length === 0) return [];
+    for (const turn of claimed) this.leases?.hold(turn.sessionId, turn.turnId, turn.orgId);
+    try {
+      const histories = await this.readHistories(claimed.map((turn) => turn.sessionId));
+      return claimed.map((turn, i) => ({
+        ...turn,
+        history: (histories[i] ?? []).map((item) => JSON.parse(item) as StoredMessage),
+      }));
+    } catch (err) {
+      for (const turn of claimed) this.leases?.forget(turn.sessionId, turn.turnId, turn.orgId);
+      throw err;
+    }
+  }
+
+  /** The histories of `sessionIds`, in one pipeline; tried again while Redis does not answer when leases are held. */
+  private async readHistories(sessionIds: string[]): Promise<string[][]> {
+    const startedAt = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const pipeline = this.redis.pipeline();
+        for (const id of sessionIds) pipeline.lrange(this.keys.history(id), 0, -1);
+        const results = (await pipeline.exec()) ?? [];
+        return sessionIds.map((_, i) => {
+          const [err, items] = results[i] ?? [new Error('no reply'), null];
+          if (err) throw err;
+          return items as string[];
+        });
+      } catch (err) {
+        if (!this.leases || Date.now() - startedAt >= HISTORY_RETRY_FOR_MS) throw err;
+        const delay = HISTORY_RETRY_DELAYS_MS[Math.min(attempt, HISTORY_RETRY_DELAYS_MS.length - 1)] as number;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
   }
 
   /**

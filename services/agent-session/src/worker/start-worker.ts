@@ -88,7 +88,6 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
   const subscriber = createRedis(config, { name: 'agent-session:turn-cancel' });
   const eventLog = { maxEntries: config.eventLogMaxEntries, retentionMs: config.eventLogRetentionMs };
   const store = new SessionStore({ redis, prefix: config.redisPrefix, eventLog });
-  const scheduler = new TurnScheduler(redis, config.redisPrefix, undefined, eventLog);
   const registration = new WorkerRegistration({
     redis,
     prefix: config.redisPrefix,
@@ -96,6 +95,7 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
     concurrency: config.concurrency,
     ttlMs: config.leaseTtlMs,
   });
+  const scheduler = new TurnScheduler(redis, config.redisPrefix, undefined, eventLog, registration);
   const cancellations = await TurnCancellations.start(subscriber, config.redisPrefix, logger);
   const streams = await TurnEventStreams.start({
     redis,

@@ -265,3 +265,42 @@ test('the heartbeat renews held leases and reports turns whose lease or session 
   expect(lost.map((turn) => turn.turnId).sort()).toEqual([deleted.turnId, reaped.turnId].sort());
   expect(await redis.zscore(sessionKeys(prefix).leases, `${kept.sessionId}:${kept.turnId}:org-hb`)).not.toBeNull();
 });
+
+test("a worker's claim holds its turns' leases from the reply on, and reads their histories again until Redis answers: a failed read does not cost the turns", async () => {
+  // A Redis user that may run the scripts but not read histories (LRANGE), until granted: the
+  // claim goes through and the read after it fails, as when Redis goes between the two.
+  const user = `claim-read-${randomUUID()}`;
+  await redis.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-lrange');
+  const connection = new Redis({ host: '127.0.0.1', port: 6379, username: user, password: 'pw' });
+  const held = new Set<string>();
+  const leases = {
+    hold: (sessionId: string, turnId: string) => void held.add(`${sessionId}:${turnId}`),
+    forget: (sessionId: string, turnId: string) => void held.delete(`${sessionId}:${turnId}`),
+  };
+  try {
+    const sent = await send('org-a');
+    const claiming = new TurnScheduler(connection, prefix, undefined, undefined, leases).claim(1, LEASE_MS, false);
+    await until(() => held.size === 1);
+    expect([...held]).toEqual([`${sent.sessionId}:${sent.turnId}`]);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // reads fail meanwhile
+    await redis.call('ACL', 'SETUSER', user, '+lrange');
+    const [turn] = await claiming;
+    expect(turn).toMatchObject({ sessionId: sent.sessionId, turnId: sent.turnId, history: [{ content: 'x' }] });
+    expect(held.size).toBe(1); // the worker runs it now, and forgets it when it ends
+    // Without a lease holder (not a worker's scheduler) the read is not tried again.
+    await send('org-b');
+    await redis.call('ACL', 'SETUSER', user, '-lrange');
+    await expect(new TurnScheduler(connection, prefix).claim(1, LEASE_MS, false)).rejects.toThrow(/NOPERM/);
+  } finally {
+    connection.disconnect();
+    await redis.call('ACL', 'DELUSER', user);
+  }
+});
+
+async function until(check: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
