@@ -21,6 +21,26 @@ export const OpenAICompatibleEngineSpec = z.strictObject({
 });
 export type OpenAICompatibleEngineSpec = z.infer<typeof OpenAICompatibleEngineSpec>;
 
+/**
+ * The simulated engine's vLLM-like mode (see engines/simulated/batch-scheduler.ts): a KV cache with
+ * prefix caching, continuous batching and a step clock. When set, the fixed delays
+ * (`time_to_first_token_ms`, `time_per_output_token_ms`) are not used and `max_concurrency` is the
+ * cap on running sequences (vLLM's `max_num_seqs`).
+ */
+export const PrefixCachingOptions = z.strictObject({
+  /** KV cache size in blocks of 16 tokens, 1–10 000 000. */
+  kv_cache_blocks: z.number().int().min(1).max(10_000_000),
+  /** Prompt tokens prefilled per second (a step's prefill lasts its uncached tokens over this); default 8000. */
+  prefill_tokens_per_s: z.number().positive().max(1e9).default(8000),
+  /** Fixed part of a scheduler step, ms; default 10. */
+  decode_step_ms: z.number().min(0).max(10_000).default(10),
+  /** Added to a step per decoding sequence in the batch, ms; default 0.25. */
+  decode_ms_per_sequence: z.number().min(0).max(10_000).default(0.25),
+  /** Tokens one step may process (decodes count one each; the rest goes to prefills); default 2048. */
+  max_batched_tokens: z.number().int().min(16).max(1_000_000).default(2048),
+});
+export type PrefixCachingOptions = z.infer<typeof PrefixCachingOptions>;
+
 /** Behaviour of the in-process simulated engine; the same options drive the standalone sim server. */
 export const SimulationOptions = z.strictObject({
   /** Delay before the first token, ms, at most MAX_TIMER_MS (a longer timer would fire after 1 ms). */
@@ -39,6 +59,8 @@ export const SimulationOptions = z.strictObject({
   ignore_eos: z.boolean().default(false),
   /** Shape of parameter errors: vLLM's flat JSON, or a `text/plain` body. */
   error_style: z.enum(['json', 'text']).default('json'),
+  /** vLLM-like prefix caching and batching instead of fixed delays; absent = fixed delays. */
+  prefix_caching: PrefixCachingOptions.optional(),
 });
 export type SimulationOptions = z.infer<typeof SimulationOptions>;
 
