@@ -52,7 +52,7 @@ export function promptTextLength(messages: readonly PromptMessage[]): number {
 /**
  * The chain hashes of the prompt's first whole blocks of `blockChars` characters, at most
  * `maxBlocks` of them (so hashing costs at most blockChars × maxBlocks characters however long the
- * prompt). Each hash is a 53-bit number (cyrb53 seeded with the previous block's hash).
+ * prompt). Each hash is a 53-bit number (cyrb53 over the block, seeded with the previous block's hash).
  */
 export function promptBlockHashes(messages: readonly PromptMessage[], blockChars: number, maxBlocks: number): number[] {
   const hashes: number[] = [];
@@ -65,13 +65,33 @@ export function promptBlockHashes(messages: readonly PromptMessage[], blockChars
       h1 = Math.imul(h1 ^ ch, 2654435761);
       h2 = Math.imul(h2 ^ ch, 1597334677);
       if (++filled === blockChars) {
-        h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
-        h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+        const hash = finish(h1, h2);
+        hashes.push(hash);
         // The block's hash seeds the next block's: a chain.
-        hashes.push(4294967296 * (2097151 & h2) + (h1 >>> 0));
+        h1 = 0xdeadbeef ^ (hash >>> 0);
+        h2 = 0x41c6ce57 ^ Math.floor(hash / 4294967296);
         filled = 0;
       }
     }
   });
   return hashes;
+}
+
+/** A 53-bit hash of `text` (cyrb53), for keys that are not prompts (a sticky routing key). */
+export function hashText(text: string): number {
+  let h1 = 0xdeadbeef;
+  let h2 = 0x41c6ce57;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    h1 = Math.imul(h1 ^ ch, 2654435761);
+    h2 = Math.imul(h2 ^ ch, 1597334677);
+  }
+  return finish(h1, h2);
+}
+
+/** cyrb53's final mix of its two 32-bit lanes into a 53-bit number. */
+function finish(h1: number, h2: number): number {
+  const a = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  const b = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(a ^ (a >>> 13), 3266489909);
+  return 4294967296 * (2097151 & b) + (a >>> 0);
 }

@@ -77,7 +77,7 @@ export interface BatchStats {
  * decoding slows as the batch grows, and prefills in the batch slow every decode.
  */
 export class BatchScheduler {
-  private readonly cache: KvCache;
+  private cache: KvCache;
   private readonly running: BatchSequence[] = [];
   private readonly waiting: BatchSequence[] = [];
   private timer: NodeJS.Timeout | null = null;
@@ -139,6 +139,20 @@ export class BatchScheduler {
       waiting: this.waiting.length,
       kvCacheUsage: this.cache.usage(),
     };
+  }
+
+  /** Empties the cache and zeroes the counters, as a restarted engine; false (nothing done) while requests run or wait. */
+  reset(): boolean {
+    if (this.running.length > 0 || this.waiting.length > 0) return false;
+    this.cache = new KvCache(this.options.kv_cache_blocks);
+    this.stats.prefixQueries = 0;
+    this.stats.prefixHits = 0;
+    this.stats.promptTokens = 0;
+    this.stats.generationTokens = 0;
+    this.stats.ttftBuckets.fill(0);
+    this.stats.ttftSum = 0;
+    this.stats.ttftCount = 0;
+    return true;
   }
 
   /** Stops the clock (the server is closing). */

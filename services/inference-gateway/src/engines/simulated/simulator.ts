@@ -84,6 +84,11 @@ export class Simulator {
     return this.batch?.snapshot() ?? null;
   }
 
+  /** Prefix-caching mode: empties the KV cache and zeroes the counters when idle (true), as a restart would. */
+  resetCache(): boolean {
+    return this.batch?.reset() ?? false;
+  }
+
   /** Stops the prefix-caching mode's clock. */
   stop(): void {
     this.batch?.stop();
