@@ -6,9 +6,9 @@
 // 8 replicas behind one model per routing policy. Three workloads, each run closed-loop for a fixed
 // time at 1.5 × the replicas' running capacity (saturation), the engines' caches emptied before
 // each, then open-loop at 0.8 × least_outstanding's saturated rate for latency:
-//   (a) agent sessions: a shared 2,000-token system prompt, 10 turns each adding a 250-token tool
+//   (a) agent sessions: a shared 2,000-token system prompt, 10 turns each adding a 500-token tool
 //       result and a 16-token answer, the session id as `user`; a new session when one ends;
-//   (b) many users over 16 shared 3,000-token system prompts, a 50-token question each;
+//   (b) many users over 32 shared 3,000-token system prompts, a 50-token question each;
 //   (c) the control: a unique 2,000-token prompt each, no shared prefix.
 // For each policy and workload: time to first token p50/p99 (as the client sees it), output
 // tokens/s, the engines' prefix-cache hit rate, and the busiest replica's requests over the mean;
@@ -18,21 +18,23 @@
 //   prefix_cache vs least_outstanding: TTFT p50 X x lower, output tokens/s Y x higher
 // (the smaller of workloads (a) and (b), at the largest replica count run).
 // Usage: pnpm build && node bench/routing-table.mjs [--quick] [--seconds N]
-//   --quick: 4 replicas only, 4 s a run (about a minute); default 4 and 8 replicas, 15 s a run.
+//   --quick: 4 replicas, least_outstanding and prefix_cache only, 2 + 3 s a run (under two minutes); default 4 and 8 replicas, all three policies, 5 + 10 s a run (about ten minutes).
 import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { benchArgs } from './lib/args.mjs';
 import { gatewayStartFlags, postChat, startBenchGateway } from './lib/chat-rig.mjs';
 import { cpuMsOf, quantile, startService } from './lib/processes.mjs';
 
+const require = createRequire(import.meta.url);
 const args = benchArgs('node bench/routing-table.mjs [--quick] [--seconds N]', {
   numbers: { seconds: 0 },
   flags: ['quick'],
 });
 const QUICK = args.quick;
-const SECONDS = args.seconds || (QUICK ? 3 : 15);
+const SECONDS = args.seconds || (QUICK ? 3 : 10);
 /** Seconds of each run before the measured part (caches and queues settle). */
 const WARMUP_S = QUICK ? 2 : 5;
 const REPLICA_COUNTS = QUICK ? [4] : [4, 8];
@@ -45,7 +47,7 @@ const WORKLOADS = ['a', 'b', 'c'];
 
 /** The simulated engine's settings (vLLM-like; stated in the gateway README). */
 const SIM = {
-  kvCacheBlocks: 2048,
+  kvCacheBlocks: 4096,
   prefillTokensPerS: 8000,
   decodeStepMs: 20,
   decodeMsPerSequence: 0.5,
@@ -54,6 +56,8 @@ const SIM = {
 };
 /** Output tokens per request (the engine ignores EOS: every answer is this long). */
 const OUTPUT_TOKENS = 16;
+/** Tokens each turn of workload (a) adds before the answer (a tool result). */
+const TOOL_RESULT_TOKENS = 500;
 /** Characters per token, as the simulator counts them. */
 const CHARS = 4;
 const KEY = 'bench-routing-key';
@@ -87,7 +91,7 @@ function text(seed, tokens) {
 }
 
 const SYSTEM_A = text('system-a', 2000);
-const SYSTEMS_B = Array.from({ length: 16 }, (_, i) => text(`system-b-${i}`, 3000));
+const SYSTEMS_B = Array.from({ length: 32 }, (_, i) => text(`system-b-${i}`, 3000));
 
 // ---- processes ----
 const work = mkdtempSync(join(tmpdir(), 'tollway-routing-'));
@@ -206,7 +210,7 @@ function workload(kind, model, warming) {
             const turns = warming() ? 1 + Math.floor(Math.random() * 10) : 10;
             session = { id, turn: 0, turns, messages: [{ role: 'system', content: SYSTEM_A }] };
           }
-          session.messages.push({ role: 'user', content: text(`${session.id}-${session.turn}`, 250) });
+          session.messages.push({ role: 'user', content: text(`${session.id}-${session.turn}`, TOOL_RESULT_TOKENS) });
           session.turn++;
           return JSON.stringify({
             model,
@@ -433,6 +437,31 @@ try {
   for (const kind of ['a', 'b']) {
     const rate = results.get(`${twoGatewayCount}/${kind}/least_outstanding/1`).latencyRate;
     await measure(twoGatewayCount, kind, 'prefix_cache', [gatewayA, gatewayB], rate);
+  }
+
+  // ---- what one routing decision costs the gateway, in-process (the table's CPU column is noisier) ----
+  const decision = {};
+  {
+    const { ReplicaRouter } = require(join(gatewayDir, 'dist/engines/openai-compatible/routing.js'));
+    const { RoutingSpec } = require(join(gatewayDir, 'dist/catalog/catalog.schema.js'));
+    const messages = [{ role: 'system', content: SYSTEM_A }];
+    for (let turn = 0; turn < 5; turn++)
+      messages.push({ role: 'user', content: text(`cost-${turn}`, TOOL_RESULT_TOKENS) });
+    for (const policy of ['least_outstanding', 'prefix_cache', 'sticky']) {
+      const router = new ReplicaRouter(RoutingSpec.parse({ policy }), { count: 8, load: (i) => i % 3 });
+      const requests = Array.from({ length: 64 }, (_, i) => ({ model: 'm', messages, user: `session-${i}` }));
+      for (let i = 0; i < 2000; i++) router.choose(requests[i % 64]);
+      const n = 20_000;
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) router.choose(requests[i % 64]);
+      decision[policy] = ((performance.now() - t0) * 1000) / n;
+    }
+    console.log(
+      `routing decision, a 5-turn session of workload (a) (${messages.reduce((sum, m) => sum + m.content.length, 0)} characters), 8 replicas: ` +
+        Object.entries(decision)
+          .map(([policy, us]) => `${policy} ${us.toFixed(1)} µs`)
+          .join(', '),
+    );
   }
 
   // ---- the issue's goals, from ratios within this run ----

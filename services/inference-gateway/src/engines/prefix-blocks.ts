@@ -55,25 +55,33 @@ export function promptTextLength(messages: readonly PromptMessage[]): number {
  * prompt). Each hash is a 53-bit number (cyrb53 over the block, seeded with the previous block's hash).
  */
 export function promptBlockHashes(messages: readonly PromptMessage[], blockChars: number, maxBlocks: number): number[] {
-  const hashes: number[] = [];
+  // One flat string, then a loop with the hash state in locals, two characters a step: the
+  // per-request routing cost is this loop (a few tens of µs for a 20 000-character prompt).
+  const parts: string[] = [];
+  visitPromptText(messages, blockChars * maxBlocks, (text) => parts.push(text));
+  const text = parts.join('');
+  const blocks = Math.floor(text.length / blockChars);
+  const hashes = new Array<number>(blocks);
   let h1 = 0xdeadbeef;
   let h2 = 0x41c6ce57;
-  let filled = 0;
-  visitPromptText(messages, blockChars * maxBlocks, (text) => {
-    for (let i = 0; i < text.length; i++) {
-      const ch = text.charCodeAt(i);
-      h1 = Math.imul(h1 ^ ch, 2654435761);
-      h2 = Math.imul(h2 ^ ch, 1597334677);
-      if (++filled === blockChars) {
-        const hash = finish(h1, h2);
-        hashes.push(hash);
-        // The block's hash seeds the next block's: a chain.
-        h1 = 0xdeadbeef ^ (hash >>> 0);
-        h2 = 0x41c6ce57 ^ Math.floor(hash / 4294967296);
-        filled = 0;
-      }
+  for (let block = 0; block < blocks; block++) {
+    const end = (block + 1) * blockChars;
+    let i = block * blockChars;
+    for (; i + 1 < end; i += 2) {
+      const pair = text.charCodeAt(i) | (text.charCodeAt(i + 1) << 16);
+      h1 = Math.imul(h1 ^ pair, 2654435761);
+      h2 = Math.imul(h2 ^ pair, 1597334677);
     }
-  });
+    if (i < end) {
+      h1 = Math.imul(h1 ^ text.charCodeAt(i), 2654435761);
+      h2 = Math.imul(h2 ^ text.charCodeAt(i), 1597334677);
+    }
+    const hash = finish(h1, h2);
+    hashes[block] = hash;
+    // The block's hash seeds the next block's: a chain.
+    h1 = 0xdeadbeef ^ (hash >>> 0);
+    h2 = 0x41c6ce57 ^ Math.floor(hash / 4294967296);
+  }
   return hashes;
 }
 
