@@ -310,10 +310,18 @@ async function run(kind, model, sims, gateways, { rate = null, reset = true } = 
     if (requestStart >= measuredFrom && requestStart <= deadline) ttfts.push(ttftMs);
   };
   if (rate === null) {
+    // Clients take turns from a queue twice as long as the workers, so a session's next turn
+    // comes after other sessions' requests (its tool ran meanwhile), not on the slot its last
+    // turn just freed: that accident would give least_outstanding an affinity real traffic lacks.
+    const workers = Math.round(SATURATION * SIM.maxRunning * sims.length);
+    const idle = Array.from({ length: 2 * workers }, () => source());
     await Promise.all(
-      Array.from({ length: Math.round(SATURATION * SIM.maxRunning * sims.length) }, async () => {
-        const client = source();
-        while (performance.now() < deadline) await one(client);
+      Array.from({ length: workers }, async () => {
+        while (performance.now() < deadline) {
+          const client = idle.shift();
+          await one(client);
+          idle.push(client);
+        }
       }),
     );
   } else {
@@ -351,6 +359,14 @@ async function run(kind, model, sims, gateways, { rate = null, reset = true } = 
     busiest: mean > 0 ? Math.max(...perReplica) / mean : NaN,
     cpuUsPerRequest: (cpuMs * 1000) / Math.max(1, after.sent - before.sent),
   };
+}
+
+// A bench stopped early stops its engines and gateways too.
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    for (const child of children) child.child.kill('SIGTERM');
+    process.exit(130);
+  });
 }
 
 // ---- the run ----

@@ -63,6 +63,28 @@ describe('prefix_cache routing', () => {
     expect(routing.choose(request('hot'))).toBe(next);
   });
 
+  it('places a conversation on the same replica from two gateway replicas that each saw only some of its turns', () => {
+    const loads = [0, 0, 0, 0, 0, 0, 0, 0];
+    const first = router('prefix_cache', loads);
+    const second = router('prefix_cache', loads);
+    const own = (session: string, turns: number) =>
+      ({
+        model: 'm',
+        messages: Array.from({ length: turns }, (_, turn) => ({
+          role: 'user',
+          content: `${session} turn ${turn} `.repeat(4),
+        })),
+      }) as CreateChatCompletionRequest;
+    const placed = new Set<number>();
+    for (let i = 0; i < 40; i++) {
+      // Turn 1 through one gateway replica, turn 2 through the other (its index never saw this conversation).
+      const home = first.choose(own(`c${i}`, 1));
+      expect(second.choose(own(`c${i}`, 2))).toBe(home);
+      placed.add(home);
+    }
+    expect(placed.size).toBeGreaterThan(4);
+  });
+
   it('hashes at most max_blocks blocks of a prompt, however long', () => {
     const routing = router('prefix_cache', [0, 0], { max_blocks: 4 });
     routing.choose({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(1_000_000) }] });

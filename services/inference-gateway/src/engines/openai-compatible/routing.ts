@@ -111,22 +111,28 @@ export class ReplicaRouter {
     index.match(hashes, this.matches);
     const bound = this.loadBound();
     const count = this.view.count;
-    this.rotation = (this.rotation + 1) % count;
-    let best = -1;
     let bestMatch = -1;
-    let bestLoad = 0;
     let longest = 0;
-    for (let i = 0; i < count; i++) {
-      const replica = (this.rotation + i) % count;
-      const match = this.matches[replica] as number;
+    for (let replica = 0; replica < count; replica++) {
       if (replica === avoid && count > 1) continue;
+      const match = this.matches[replica] as number;
       longest = Math.max(longest, match);
-      const load = this.view.load(replica);
-      if (load >= bound) continue;
-      if (match > bestMatch || (match === bestMatch && load < bestLoad)) {
+      if (match > bestMatch && this.view.load(replica) < bound) bestMatch = match;
+    }
+    // Among the replicas with the best match, the choice is rendezvous hashing on the first block
+    // past the match, not the least loaded: every gateway replica then places a prefix new to it
+    // where the others did (a conversation's first own block stays the same turn after turn),
+    // with no shared index. The load bound keeps the spread.
+    const key = (hashes[Math.max(0, bestMatch)] ?? hashes[hashes.length - 1] ?? 0) >>> 0;
+    let best = -1;
+    let bestWeight = -1;
+    for (let replica = 0; replica < count; replica++) {
+      if (replica === avoid && count > 1) continue;
+      if (this.matches[replica] !== bestMatch || this.view.load(replica) >= bound) continue;
+      const weight = rendezvousWeight(key, replica);
+      if (weight > bestWeight) {
         best = replica;
-        bestMatch = match;
-        bestLoad = load;
+        bestWeight = weight;
       }
     }
     if (best === -1) {
@@ -163,6 +169,14 @@ export class ReplicaRouter {
     this.counts.load_spill++;
     return this.leastLoaded(avoid);
   }
+}
+
+/** Replica `replica`'s weight for `key` in rendezvous hashing: a 32-bit mix of both. */
+function rendezvousWeight(key: number, replica: number): number {
+  let h = key ^ Math.imul(replica + 1, 0x9e3779b1);
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
 }
 
 /** RING_POINTS points per replica, sorted, with the replica owning each. */
