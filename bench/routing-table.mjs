@@ -496,6 +496,11 @@ try {
       Math.abs(control.tputGain - 1) <= 0.05,
       control.tputGain,
     ]);
+    checks.push([
+      `${count} replicas (c): TTFT p50 within 5 % of least_outstanding`,
+      Math.abs(1 / control.p50Gain - 1) <= 0.05,
+      1 / control.p50Gain,
+    ]);
     const lo = get(count, 'c', 'least_outstanding');
     checks.push([
       `${count} replicas (c): gateway CPU per request, prefix_cache over least_outstanding`,

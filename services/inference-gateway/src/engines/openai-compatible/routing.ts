@@ -119,11 +119,13 @@ export class ReplicaRouter {
       longest = Math.max(longest, match);
       if (match > bestMatch && this.view.load(replica) < bound) bestMatch = match;
     }
-    // Among the replicas with the best match, the choice is rendezvous hashing on the first block
-    // past the match, not the least loaded: every gateway replica then places a prefix new to it
-    // where the others did (a conversation's first own block stays the same turn after turn),
-    // with no shared index. The load bound keeps the spread.
-    const key = (hashes[Math.max(0, bestMatch)] ?? hashes[hashes.length - 1] ?? 0) >>> 0;
+    // Among the replicas with the best (non-empty) match, the choice is rendezvous hashing on the
+    // blocks just past the match, not the least loaded: every gateway replica then places a
+    // conversation it has not seen (past a shared system prompt) where the others did (its first
+    // own blocks stay the same turn after turn), with no shared index. The load bound keeps the spread.
+    // The key is the chain hash of the second block past the match: the first one often straddles
+    // the end of a shared prompt and the start of a common template, the same for everyone.
+    const key = (hashes[Math.min(Math.max(0, bestMatch) + 1, hashes.length - 1)] ?? 0) >>> 0;
     let best = -1;
     let bestWeight = -1;
     for (let replica = 0; replica < count; replica++) {
@@ -135,7 +137,9 @@ export class ReplicaRouter {
         bestWeight = weight;
       }
     }
-    if (best === -1) {
+    // Nothing known of this prompt within the bound (no shared prefix at all): the least loaded, as
+    // least_outstanding would choose (a hash would place it at random, which queues worse).
+    if (best === -1 || bestMatch <= 0) {
       best = this.leastLoaded(avoid);
       bestMatch = this.matches[best] as number;
     }
