@@ -93,6 +93,7 @@ describe('observability profile', () => {
       'Turns',
       'queue',
       'Workers',
+      'Routing',
     ]) {
       expect(titles).toContain(topic);
     }

@@ -267,6 +267,14 @@ export const ModelReplicaStatus = z.object({
   index: z.number().int(),
   /** True when the replica answered the readiness probe just now. */
   healthy: z.boolean(),
+  /** Requests this gateway replica has in flight to it (engines with remote replicas). */
+  in_flight: z.number().int().optional(),
+  /** The load routing sees on it: the engine's running + waiting requests when its metrics are fresh, else `in_flight`. */
+  load: z.number().optional(),
+  /** Where `load` comes from: the engine's vLLM metrics (scraped) or this gateway's in-flight count. */
+  load_source: z.enum(['engine_metrics', 'in_flight']).optional(),
+  /** The engine's KV cache usage, 0–1, when its metrics are fresh; null otherwise. */
+  kv_cache_usage: z.number().nullable().optional(),
 });
 export type ModelReplicaStatus = z.infer<typeof ModelReplicaStatus>;
 
@@ -278,6 +286,19 @@ export const ModelStatus = z.object({
   /** The engine kind of the catalog entry, e.g. `openai-compatible` or `simulated`. */
   engine_kind: z.string(),
   replicas: z.array(ModelReplicaStatus),
+  /** How requests pick a replica, as this gateway replica saw it since start; absent for single in-process engines. */
+  routing: z
+    .object({
+      /** `least_outstanding`, `prefix_cache` or `sticky` (catalog `engine.routing.policy`). */
+      policy: z.string(),
+      /** Decisions by outcome since start. */
+      decisions: z.record(z.string(), z.number().int()),
+      /** prefix_cache: prompt blocks found on the chosen replica over blocks looked up; null before any or for other policies. */
+      prefix_index_hit_rate: z.number().nullable(),
+      /** prefix_cache: block hashes held in the index. */
+      prefix_index_entries: z.number().int(),
+    })
+    .optional(),
   /** Concurrent requests the model takes across the cluster; null = unlimited. */
   capacity: z.number().int().nullable(),
   /** Capacity leases held now across every gateway replica (including blocks held for local admission). */

@@ -50,6 +50,11 @@ export interface AgentContext {
   signal: AbortSignal;
   settings: AgentSettings;
   /**
+   * The session's id. The default agent sends it as the request's `user`, so a gateway routing a
+   * model by `sticky` or `prefix_cache` keeps the session's turns on the replica that holds its KV cache.
+   */
+  sessionId: string;
+  /**
    * The turn's events, as readers of `GET /sessions/{id}/events` see them: what the agent writes
    * as it writes it, and events of its own. `streamModel` forwards a model call's deltas here.
    */

@@ -7,11 +7,15 @@ import { streamModel } from './model-call';
  * The default agent: one chat completion through the gateway with the history plus the new message.
  * `user_params` may choose `model` and the sampling parameters (and pass `tools`: tool calls the model
  * makes are appended for the client to answer with `tool` messages). Appends the assistant reply.
- * The call is streamed, its deltas forwarded to the session's readers as they come.
+ * The call is streamed, its deltas forwarded to the session's readers as they come. The call names
+ * the session as its `user`, which the gateway's `sticky` and `prefix_cache` routing key on.
  */
 const chatAgent: Agent = async (input, ctx) => {
   const params = parseChatUserParams(input.userParams);
   const body = {
+    // The session id as `user` lets the gateway keep a session's turns on one engine replica, whose
+    // KV cache holds the conversation so far; a `user` in user_params wins.
+    user: ctx.sessionId,
     ...samplingFields(params),
     model: params.model ?? ctx.settings.defaultModel,
     messages: [...input.history, input.message].map(toRequestMessage),

@@ -12,7 +12,7 @@ import type { ChildInit, ChildMessage, ChildRun, ParentMessage } from './child-p
  */
 
 let agent: Agent | null = null;
-let base: Omit<AgentContext, 'logger' | 'signal' | 'events'> | null = null;
+let base: Omit<AgentContext, 'logger' | 'signal' | 'events' | 'sessionId'> | null = null;
 let logger: Logger | null = null;
 const turnAborts = new Set<AbortController>();
 /** The turn running now (one at a time per child). */
@@ -117,7 +117,13 @@ async function run(message: ChildRun): Promise<void> {
   );
   turnEvents = events;
   try {
-    const result = await agent(message.input, { ...base, logger: turnLogger, signal: abort.signal, events });
+    const result = await agent(message.input, {
+      ...base,
+      sessionId: message.sessionId,
+      logger: turnLogger,
+      signal: abort.signal,
+      events,
+    });
     if (!result || !Array.isArray(result.messages)) throw new Error('the agent returned no messages array');
     // Checked here, where a failure is the turn's error: a result IPC cannot carry (a cycle, a
     // BigInt) would otherwise throw from send() outside the turn and end this process.

@@ -43,6 +43,7 @@ function context(maxModelTries = 3, live = true): AgentContext {
     signal: new AbortController().signal,
     settings: { defaultModel: 'tollway/sim-chat', maxModelTries, retryBaseDelayMs: 20, retryMaxDelayMs: 40 },
     events: emitter,
+    sessionId: 'session-1',
   };
 }
 
@@ -98,6 +99,7 @@ describe('the default chat agent', () => {
     expect(sent.headers.authorization).toBe('Bearer sk-agent');
     expect(sent.json).toEqual({
       model: 'tollway/sim-chat',
+      user: 'session-1',
       stream: true,
       stream_options: { include_usage: true },
       messages: [
@@ -123,6 +125,16 @@ describe('the default chat agent', () => {
       stop: ['x'],
     });
     expect(gateway.received[0]!.json).not.toHaveProperty('trace');
+  });
+
+  it("names the session as the call's user (for the gateway's routing), unless user_params sets one", async () => {
+    replies = [(res) => sendStream(res, 'ok'), (res) => sendStream(res, 'ok')];
+    await chatAgent(input(), context());
+    await chatAgent(input({ user: 'end-user-7' }), context());
+    expect(gateway.received.map((request) => (request.json as { user?: string }).user)).toEqual([
+      'session-1',
+      'end-user-7',
+    ]);
   });
 
   it('fails the turn without a model call when a known user_param has the wrong type', async () => {

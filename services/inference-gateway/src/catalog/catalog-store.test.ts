@@ -54,6 +54,9 @@ describe('catalog', () => {
     });
   });
 
+  /** An openai-compatible engine whose `routing:` is ROUTING (replaced by each case). */
+  const ROUTED = "{ kind: openai-compatible, replicas: [{ base_url: 'http://127.0.0.1:9/v1' }], routing: ROUTING }";
+
   it.each([
     ['a bad id', `models:${entry('no-slash')}`, /models\[0\] \(no-slash\)\.id: model id must be of the form/],
     [
@@ -72,6 +75,36 @@ describe('catalog', () => {
       'an unknown engine kind',
       `models:${entry('a/b').replace('simulated', 'gpu')}`,
       /models\[0\] \(a\/b\)\.engine\.kind/,
+    ],
+    [
+      'an unknown routing policy',
+      `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ policy: random }'))}`,
+      /models\[0\] \(a\/b\)\.engine\.routing\.policy: .*least_outstanding.*prefix_cache.*sticky/,
+    ],
+    [
+      'a load factor below 1',
+      `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ load_factor: 0.5 }'))}`,
+      /engine\.routing\.load_factor/,
+    ],
+    [
+      'a staleness bound shorter than the scrape interval',
+      `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ scrape_interval_ms: 5000, max_staleness_ms: 1000 }'))}`,
+      /engine\.routing\.max_staleness_ms: max_staleness_ms must be at least scrape_interval_ms/,
+    ],
+    [
+      'a misspelt routing setting',
+      `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ polcy: sticky }'))}`,
+      /engine\.routing.*polcy/,
+    ],
+    [
+      'an unbounded prefix index',
+      `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ index_entries: 1e12 }'))}`,
+      /engine\.routing\.index_entries/,
+    ],
+    [
+      'a simulated KV cache of no blocks',
+      `models:${entry('a/b').replace('{ kind: simulated }', '{ kind: simulated, prefix_caching: { kv_cache_blocks: 0 } }')}`,
+      /engine\.prefix_caching\.kv_cache_blocks/,
     ],
     ['broken YAML', 'models: [', /not valid YAML or JSON/],
     ['no models', 'models: []', /models/],

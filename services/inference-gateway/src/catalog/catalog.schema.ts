@@ -13,13 +13,68 @@ export const EngineReplica = z.strictObject({
 });
 export type EngineReplica = z.infer<typeof EngineReplica>;
 
+/**
+ * How a request picks one of a model's replicas (see engines/openai-compatible/routing.ts and the
+ * gateway README's routing section).
+ */
+export const RoutingSpec = z
+  .strictObject({
+    /**
+     * `least_outstanding` (default): the least loaded replica. `prefix_cache`: the replica this
+     * gateway sent the longest prefix of the prompt, within the load bound. `sticky`: consistent
+     * hashing of the request's `user` (e.g. a session id), within the load bound.
+     */
+    policy: z.enum(['least_outstanding', 'prefix_cache', 'sticky']).default('least_outstanding'),
+    /** A replica is full at this many times the mean load (prefix_cache, sticky), 1–10; default 1.25. */
+    load_factor: z.number().min(1).max(10).default(1.25),
+    /** prefix_cache: characters per hashed prompt block, 16–16 384; default 256 (about 64 tokens). */
+    block_chars: z.number().int().min(16).max(16_384).default(256),
+    /** prefix_cache: most leading blocks hashed per request (bounds the work per request), 1–4096; default 128. */
+    max_blocks: z.number().int().min(1).max(4096).default(128),
+    /** prefix_cache: most block hashes the index keeps (least recently used dropped), 1–10 000 000; default 200 000. */
+    index_entries: z.number().int().min(1).max(10_000_000).default(200_000),
+    /** Read load from each replica's vLLM `/metrics` in the background (prefix_cache, sticky); default true. */
+    scrape_metrics: z.boolean().default(true),
+    /** Time between two scrapes of a replica, ms, 50–60 000; default 250. */
+    scrape_interval_ms: z.number().int().min(50).max(60_000).default(250),
+    /** A scrape older than this is ignored for the gateway's in-flight count, ms, 100–600 000; default 2000. */
+    max_staleness_ms: z.number().int().min(100).max(600_000).default(2000),
+  })
+  .refine((spec) => spec.max_staleness_ms >= spec.scrape_interval_ms, {
+    message: 'max_staleness_ms must be at least scrape_interval_ms (else every scrape is stale before the next)',
+    path: ['max_staleness_ms'],
+  });
+export type RoutingSpec = z.infer<typeof RoutingSpec>;
+
 export const OpenAICompatibleEngineSpec = z.strictObject({
   kind: z.literal('openai-compatible'),
   replicas: z.array(EngineReplica).min(1),
+  /** How requests pick a replica; default least_outstanding. */
+  routing: RoutingSpec.default(RoutingSpec.parse({})),
   /** Ask for usage on every streamed chunk (vLLM's `stream_options.continuous_usage_stats`); turn off for engines that refuse it. */
   continuous_usage_stats: z.boolean().default(true),
 });
 export type OpenAICompatibleEngineSpec = z.infer<typeof OpenAICompatibleEngineSpec>;
+
+/**
+ * The simulated engine's vLLM-like mode (see engines/simulated/batch-scheduler.ts): a KV cache with
+ * prefix caching, continuous batching and a step clock. When set, the fixed delays
+ * (`time_to_first_token_ms`, `time_per_output_token_ms`) are not used and `max_concurrency` is the
+ * cap on running sequences (vLLM's `max_num_seqs`).
+ */
+export const PrefixCachingOptions = z.strictObject({
+  /** KV cache size in blocks of 16 tokens, 1–10 000 000. */
+  kv_cache_blocks: z.number().int().min(1).max(10_000_000),
+  /** Prompt tokens prefilled per second (a step's prefill lasts its uncached tokens over this); default 8000. */
+  prefill_tokens_per_s: z.number().positive().max(1e9).default(8000),
+  /** Fixed part of a scheduler step, ms; default 10. */
+  decode_step_ms: z.number().min(0).max(10_000).default(10),
+  /** Added to a step per decoding sequence in the batch, ms; default 0.25. */
+  decode_ms_per_sequence: z.number().min(0).max(10_000).default(0.25),
+  /** Tokens one step may process (decodes count one each; the rest goes to prefills); default 2048. */
+  max_batched_tokens: z.number().int().min(16).max(1_000_000).default(2048),
+});
+export type PrefixCachingOptions = z.infer<typeof PrefixCachingOptions>;
 
 /** Behaviour of the in-process simulated engine; the same options drive the standalone sim server. */
 export const SimulationOptions = z.strictObject({
@@ -39,6 +94,8 @@ export const SimulationOptions = z.strictObject({
   ignore_eos: z.boolean().default(false),
   /** Shape of parameter errors: vLLM's flat JSON, or a `text/plain` body. */
   error_style: z.enum(['json', 'text']).default('json'),
+  /** vLLM-like prefix caching and batching instead of fixed delays; absent = fixed delays. */
+  prefix_caching: PrefixCachingOptions.optional(),
 });
 export type SimulationOptions = z.infer<typeof SimulationOptions>;
 

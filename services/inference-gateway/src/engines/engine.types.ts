@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { ChatCompletionChunk, ChatCompletionResponse, CreateChatCompletionRequest } from '@tollway/contracts';
 import type { SettledUsage } from '../admission/admission.types';
+import type { RoutingSpec } from '../catalog/catalog.schema';
 
 /**
  * Raised once, with an `abort` event, when the client goes away. An EventEmitter rather than an
@@ -118,6 +119,38 @@ export interface Engine {
   close(): Promise<void>;
   /** Engines with remote replicas report each one, for the metrics (read at scrape time). */
   replicaStats?(): readonly ReplicaStats[];
+  /** Engines that choose among replicas report their routing, for the metrics and the admin API. */
+  routingStats?(): RoutingStats;
+}
+
+/** What a routing decision did, the `outcome` label of `tollway_routing_decisions_total`. */
+export const ROUTING_OUTCOMES = [
+  /** least_outstanding: the least loaded replica. */
+  'least_loaded',
+  /** prefix_cache: to the replica holding the longest prefix of the prompt. */
+  'prefix_hit',
+  /** prefix_cache: no replica was sent any of the prompt's blocks; the least loaded. */
+  'prefix_miss',
+  /** prefix_cache or sticky: the replica of choice was at its load bound; the next best. */
+  'load_spill',
+  /** sticky: the key's replica on the hash ring. */
+  'sticky',
+  /** sticky: the request had no `user`; the least loaded. */
+  'no_key',
+] as const;
+export type RoutingOutcome = (typeof ROUTING_OUTCOMES)[number];
+
+/** Counters of one model's routing, read by the metrics and the admin API. */
+export interface RoutingStats {
+  readonly policy: RoutingSpec['policy'];
+  /** Decisions by outcome. */
+  readonly decisions: Readonly<Record<RoutingOutcome, number>>;
+  /** prefix_cache: prompt blocks looked up in the index. */
+  readonly blocksQueried: number;
+  /** prefix_cache: of those, blocks the chosen replica was known to hold (the index's hit rate). */
+  readonly blocksMatched: number;
+  /** prefix_cache: hashes held in the index. */
+  readonly indexEntries: number;
 }
 
 /** One engine replica as the metrics see it. */
@@ -128,6 +161,12 @@ export interface ReplicaStats {
   readonly errors: number;
   readonly retries: number;
   readonly healthy: boolean;
+  /** The load routing sees: the engine's running + waiting requests when scraped and fresh, else in flight. */
+  readonly load: number;
+  /** Where `load` comes from. */
+  readonly loadSource: 'engine_metrics' | 'in_flight';
+  /** The engine's `vllm:kv_cache_usage_perc` (0–1) when scraped and fresh, else null. */
+  readonly kvCacheUsage: number | null;
 }
 
 /**

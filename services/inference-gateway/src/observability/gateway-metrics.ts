@@ -11,6 +11,7 @@ import {
   type HistogramChild,
 } from '@tollway/telemetry';
 import type { AdmissionStats } from '../admission/admission.types';
+import { registerRoutingMetrics } from './routing-metrics';
 import type { EngineRegistry } from '../engines';
 import type { PromptTokenStats } from '../tokenizer/count-tokens';
 
@@ -144,6 +145,7 @@ export class GatewayMetrics {
     // Redis script calls (admit, settle, return, admin scripts) and their round-trip latency.
     observeScriptCalls(scriptCallMetrics(registry));
     registerReplicaMetrics(registers, sources.engines);
+    registerRoutingMetrics(registers, sources.engines);
     if (sources.admissionStats) registerAdmissionMetrics(registers, sources.admissionStats);
     if (sources.promptTokenStats) registerPromptTokenMetrics(registers, sources.promptTokenStats);
   }
@@ -207,6 +209,16 @@ function registerReplicaMetrics(registers: Registry[], engines: EngineRegistry):
     collect() {
       this.reset();
       each((model, replica) => this.set({ model, replica: replica.origin }, replica.healthy ? 1 : 0));
+    },
+  });
+  new Gauge({
+    name: 'tollway_engine_replica_load',
+    help: "The load routing sees on an engine replica: the engine's running + waiting requests (vLLM metrics, scraped) when fresh, else in flight",
+    labelNames,
+    registers,
+    collect() {
+      this.reset();
+      each((model, replica) => this.set({ model, replica: replica.origin }, replica.load));
     },
   });
   new Counter({

@@ -1,5 +1,6 @@
 import type { CreateChatCompletionRequest } from '@tollway/contracts';
 import { Upstream } from '../../../test/helpers/upstream';
+import { OpenAICompatibleEngineSpec } from '../../catalog/catalog.schema';
 import { ClientAbort, EngineStreamError, RAW_JSON, type StreamItem } from '../engine.types';
 import { OpenAICompatibleEngine } from './openai-compatible.engine';
 
@@ -46,7 +47,7 @@ describe('OpenAI-compatible engine: reading a stream', () => {
     const base = await upstream.start();
     engine = new OpenAICompatibleEngine(
       MODEL,
-      { kind: 'openai-compatible', continuous_usage_stats: true, replicas: [{ base_url: `${base}/v1` }] },
+      OpenAICompatibleEngineSpec.parse({ kind: 'openai-compatible', replicas: [{ base_url: `${base}/v1` }] }),
       { connections: 1, timeoutMs: 5000 },
     );
   });

@@ -22,6 +22,7 @@ import {
   type Engine,
   type EngineCall,
   type ReplicaStats,
+  type RoutingStats,
 } from '../engine.types';
 import { exchange, type EngineBody, type EngineResponse } from './engine-exchange';
 import { ReplicaSet, type PoolOptions, type Replica } from './replica-set';
@@ -46,7 +47,7 @@ const CONNECT_ERRORS = new Set([
 
 /**
  * An OpenAI-compatible HTTP engine (vLLM, SGLang, llama.cpp server, Ollama, OpenAI): keep-alive
- * pools per replica, least-outstanding choice, one retry elsewhere on a connect error or a 5xx
+ * pools per replica, a replica chosen by the model's routing policy, one retry elsewhere on a connect error or a 5xx
  * before the first byte, abort on client disconnect, streams read with backpressure.
  */
 export class OpenAICompatibleEngine implements Engine {
@@ -61,7 +62,7 @@ export class OpenAICompatibleEngine implements Engine {
     spec: OpenAICompatibleEngineSpec,
     private readonly options: PoolOptions,
   ) {
-    this.replicas = new ReplicaSet(spec.replicas, modelId, options);
+    this.replicas = new ReplicaSet(spec.replicas, modelId, options, spec.routing);
     this.continuousUsage = spec.continuous_usage_stats;
     this.modelField = `"model":${JSON.stringify(modelId)}`;
     this.limits = options.limits ?? DEFAULT_ENGINE_RESPONSE_LIMITS;
@@ -148,7 +149,23 @@ export class OpenAICompatibleEngine implements Engine {
   }
 
   replicaStats(): ReplicaStats[] {
-    return this.replicas.replicas;
+    return this.replicas.replicas.map((replica, i) => {
+      const loadSource = this.replicas.loadSourceOf(i);
+      return {
+        origin: replica.origin,
+        outstanding: replica.outstanding,
+        errors: replica.errors,
+        retries: replica.retries,
+        healthy: replica.healthy,
+        load: this.replicas.loadOf(i),
+        loadSource,
+        kvCacheUsage: loadSource === 'engine_metrics' ? (replica.scraped?.kvCacheUsage ?? null) : null,
+      };
+    });
+  }
+
+  routingStats(): RoutingStats {
+    return this.replicas.routingStats();
   }
 
   close(): Promise<void> {
@@ -161,7 +178,7 @@ export class OpenAICompatibleEngine implements Engine {
    * one. Resolves on a 200.
    */
   private async send(call: EngineCall): Promise<{ replica: Replica; response: EngineResponse }> {
-    let replica = this.replicas.pick();
+    let replica = this.replicas.pick(call.request);
     for (let attempt = 1; ; attempt++) {
       replica.outstanding++;
       let response: EngineResponse;
@@ -185,7 +202,7 @@ export class OpenAICompatibleEngine implements Engine {
         replica.errors++;
         if (attempt === 1 && isConnectError(err)) {
           replica.retries++;
-          replica = this.replicas.pick(replica);
+          replica = this.replicas.pick(call.request, replica);
           continue;
         }
         if (errorCode(err) === 'UND_ERR_HEADERS_TIMEOUT')
@@ -199,7 +216,7 @@ export class OpenAICompatibleEngine implements Engine {
         if ((response.statusCode >= 500 || overloaded) && attempt === 1) {
           await response.body.dump();
           replica.retries++;
-          replica = this.replicas.pick(replica);
+          replica = this.replicas.pick(call.request, replica);
           continue;
         }
         const body = await this.readBounded(response.body);

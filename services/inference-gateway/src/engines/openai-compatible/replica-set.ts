@@ -1,6 +1,10 @@
 import { Pool } from 'undici';
-import type { EngineReplica } from '../../catalog/catalog.schema';
+import type { CreateChatCompletionRequest } from '@tollway/contracts';
+import type { EngineReplica, RoutingSpec } from '../../catalog/catalog.schema';
 import type { EngineResponseLimits } from '../engine.types';
+import { LoadScraper, type ScrapedLoad } from './load-scraper';
+import type { RoutingStats } from '../engine.types';
+import { ReplicaRouter } from './routing';
 
 /** One engine replica: its connection pool and how many requests it has outstanding. */
 export interface Replica {
@@ -23,6 +27,8 @@ export interface Replica {
   healthy: boolean;
   /** Where it runs, for logs (origin only; never the key). */
   readonly origin: string;
+  /** The engine's last vLLM load gauges (scraped in the background), null when none. */
+  scraped: ScrapedLoad | null;
 }
 
 /** Options of the keep-alive pools, and how much of an answer is read (default DEFAULT_ENGINE_RESPONSE_LIMITS). */
@@ -33,14 +39,21 @@ export interface PoolOptions {
 }
 
 /**
- * The replicas of one model, chosen by least outstanding requests. Ties rotate, so idle
- * replicas share the load instead of the first one taking it all.
+ * The replicas of one model, chosen by the model's routing policy (routing.ts). A replica's load
+ * is what its engine last reported (vLLM's running + waiting requests, scraped in the background,
+ * corrected by this gateway's sends since) while that is fresh, else this gateway's in-flight count.
  */
 export class ReplicaSet {
   readonly replicas: Replica[];
-  private rotation = 0;
+  private readonly router: ReplicaRouter;
+  private readonly scraper: LoadScraper | null;
 
-  constructor(specs: readonly EngineReplica[], modelId: string, options: PoolOptions) {
+  constructor(
+    specs: readonly EngineReplica[],
+    modelId: string,
+    options: PoolOptions,
+    readonly routing: RoutingSpec,
+  ) {
     this.replicas = specs.map((spec) => {
       const url = new URL(spec.base_url);
       const base = url.pathname.replace(/\/+$/, '');
@@ -69,25 +82,47 @@ export class ReplicaSet {
         retries: 0,
         healthy: true,
         origin: url.origin,
+        scraped: null,
       };
     });
+    this.router = new ReplicaRouter(routing, { count: this.replicas.length, load: (i) => this.loadOf(i) });
+    // least_outstanding stays as it always was: the in-flight count, nothing scraped.
+    const scrape = routing.scrape_metrics && routing.policy !== 'least_outstanding';
+    this.scraper = scrape ? new LoadScraper(this.replicas, routing.scrape_interval_ms) : null;
+    this.scraper?.start();
   }
 
-  /** The replica with the fewest outstanding requests, other than `avoid` when there is a choice. */
-  pick(avoid?: Replica): Replica {
-    const count = this.replicas.length;
-    this.rotation = (this.rotation + 1) % count;
-    let best: Replica | undefined;
-    for (let i = 0; i < count; i++) {
-      const replica = this.replicas[(this.rotation + i) % count] as Replica;
-      if (replica === avoid && count > 1) continue;
-      if (!best || replica.outstanding < best.outstanding) best = replica;
-    }
-    return best as Replica;
+  /** The replica for `request` by the routing policy, other than `avoid` when there is a choice. */
+  pick(request: CreateChatCompletionRequest, avoid?: Replica): Replica {
+    const index = this.router.choose(request, avoid ? this.replicas.indexOf(avoid) : -1);
+    return this.replicas[index] as Replica;
   }
 
-  /** Closes every pool once its in-flight requests are done. */
+  /**
+   * Replica `index`'s load: the engine's running + waiting requests as last scraped, plus this
+   * gateway's sends since, while the scrape is at most max_staleness_ms old; else in flight from here.
+   */
+  loadOf(index: number): number {
+    const replica = this.replicas[index] as Replica;
+    const scraped = replica.scraped;
+    if (scraped === null || performance.now() - scraped.at > this.routing.max_staleness_ms) return replica.outstanding;
+    return Math.max(replica.outstanding, scraped.queued + replica.outstanding - scraped.outstandingAt);
+  }
+
+  /** Where each replica's load comes from now. */
+  loadSourceOf(index: number): 'engine_metrics' | 'in_flight' {
+    const scraped = (this.replicas[index] as Replica).scraped;
+    const fresh = scraped !== null && performance.now() - scraped.at <= this.routing.max_staleness_ms;
+    return fresh ? 'engine_metrics' : 'in_flight';
+  }
+
+  routingStats(): RoutingStats {
+    return this.router.stats();
+  }
+
+  /** Stops the scraper and closes every pool once its in-flight requests are done. */
   async close(): Promise<void> {
+    this.scraper?.stop();
     await Promise.all(this.replicas.map((replica) => replica.pool.close()));
   }
 }

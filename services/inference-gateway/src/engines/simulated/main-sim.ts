@@ -14,6 +14,16 @@ async function main(): Promise<void> {
       reasoning: config.reasoning,
       ignore_eos: config.ignoreEos,
       error_style: config.errorStyle,
+      prefix_caching:
+        config.kvCacheBlocks === undefined
+          ? undefined
+          : {
+              kv_cache_blocks: config.kvCacheBlocks,
+              prefill_tokens_per_s: config.prefillTokensPerS,
+              decode_step_ms: config.decodeStepMs,
+              decode_ms_per_sequence: config.decodeMsPerSequence,
+              max_batched_tokens: config.maxBatchedTokens,
+            },
     },
     config.modelName,
     { flushEachEvent: config.flushEachEvent },

@@ -27,6 +27,16 @@ export const SimConfigSchema = z.object({
   flushEachEvent: envBoolean.default(false),
   /** Parameter errors as vLLM's flat JSON (`json`) or `text/plain` (`text`); default json. */
   errorStyle: z.enum(['json', 'text']).default('json'),
+  /** KV cache blocks (16 tokens each): set, the engine models vLLM's prefix caching and batching instead of fixed delays; default unset. */
+  kvCacheBlocks: z.coerce.number().int().min(1).max(10_000_000).optional(),
+  /** Prefix-caching mode: prompt tokens prefilled per second; default 8000. */
+  prefillTokensPerS: z.coerce.number().positive().max(1e9).default(8000),
+  /** Prefix-caching mode: fixed part of a scheduler step, ms; default 10. */
+  decodeStepMs: z.coerce.number().min(0).max(10_000).default(10),
+  /** Prefix-caching mode: ms added to a step per decoding sequence; default 0.25. */
+  decodeMsPerSequence: z.coerce.number().min(0).max(10_000).default(0.25),
+  /** Prefix-caching mode: tokens one step may process; default 2048. */
+  maxBatchedTokens: z.coerce.number().int().min(16).max(1_000_000).default(2048),
 });
 export type SimConfig = Readonly<z.infer<typeof SimConfigSchema>>;
 
@@ -43,6 +53,11 @@ const SOURCES: Record<keyof z.infer<typeof SimConfigSchema>, ConfigSource> = {
   ignoreEos: { env: 'SIM_IGNORE_EOS', flag: 'ignore-eos', boolean: true },
   flushEachEvent: { env: 'SIM_FLUSH_EACH_EVENT', flag: 'flush-each-event', boolean: true },
   errorStyle: { env: 'SIM_ERROR_STYLE', flag: 'error-style' },
+  kvCacheBlocks: { env: 'SIM_KV_CACHE_BLOCKS', flag: 'kv-cache-blocks' },
+  prefillTokensPerS: { env: 'SIM_PREFILL_TOKENS_PER_S', flag: 'prefill-tokens-per-s' },
+  decodeStepMs: { env: 'SIM_DECODE_STEP_MS', flag: 'decode-step-ms' },
+  decodeMsPerSequence: { env: 'SIM_DECODE_MS_PER_SEQUENCE', flag: 'decode-ms-per-sequence' },
+  maxBatchedTokens: { env: 'SIM_MAX_BATCHED_TOKENS', flag: 'max-batched-tokens' },
 };
 
 /** Parses the sim server's configuration from the environment and flags. */

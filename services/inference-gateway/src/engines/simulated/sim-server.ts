@@ -6,6 +6,7 @@ import { drainedOrClosed, formatIssuePath } from '@tollway/service-kit';
 import type { SimulationOptions } from '../../catalog/catalog.schema';
 import { EngineAbortedError } from '../engine.types';
 import { renderSimError, SimParameterError, Simulator } from './simulator';
+import { renderVllmMetrics } from './vllm-metrics';
 
 /** Largest body the sim server reads. */
 const MAX_BODY_BYTES = 16 * 1024 * 1024;
@@ -33,7 +34,9 @@ export interface SimServerOptions {
 /**
  * The simulated engine as a standalone OpenAI-compatible HTTP server, shaped like vLLM's:
  * `POST /v1/chat/completions` (JSON or SSE, `stream_options.include_usage` and
- * `continuous_usage_stats`), `GET /v1/models`, `GET /health`, plus `GET /sim/stats`. A client that
+ * `continuous_usage_stats`), `GET /v1/models`, `GET /health`, `GET /metrics` under vLLM's names (in
+ * prefix-caching mode; 404 otherwise), plus `GET /sim/stats` and `POST /sim/reset` (prefix-caching
+ * mode, idle: a cold cache and zeroed counters, for benchmarks). A client that
  * disconnects stops its generation at once. Plain `node:http`, so it can stand in for a fast engine.
  */
 export class SimServer {
@@ -78,6 +81,7 @@ export class SimServer {
 
   /** Stops listening and drops idle connections. */
   close(): Promise<void> {
+    this.simulator.stop();
     return new Promise((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();
@@ -94,6 +98,20 @@ export class SimServer {
       });
     }
     if (req.method === 'GET' && url === '/health') return this.sendJson(res, 200, { status: 'ok' });
+    const batchStats = req.method === 'GET' && url === '/metrics' ? this.simulator.batchStats() : null;
+    if (batchStats) {
+      const body = renderVllmMetrics(batchStats, this.modelName);
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+      return;
+    }
+    if (req.method === 'POST' && url === '/sim/reset') {
+      req.resume();
+      // Between benchmark runs: a cold cache without restarting the process.
+      if (!this.simulator.resetCache()) return this.sendJson(res, 409, { reset: false });
+      Object.assign(this.stats, { requests: 0, completed: 0, aborted: 0, streamedBytes: 0 });
+      return this.sendJson(res, 200, { reset: true });
+    }
     if (req.method === 'GET' && url === '/sim/stats')
       return this.sendJson(res, 200, { ...this.stats, ...this.simulator.load() });
     req.resume();

@@ -45,7 +45,9 @@ export class SimulatedEngine implements Engine {
     return true;
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.simulator.stop();
+  }
 
   private refusal(err: unknown): unknown {
     if (!(err instanceof SimParameterError)) return err;

@@ -9,11 +9,21 @@ import {
 import type { SimulationOptions } from '../../catalog/catalog.schema';
 import { EngineAbortedError, type AbortLike } from '../engine.types';
 import { countPromptTokensFairly } from '../../tokenizer/count-tokens';
+import { promptBlockHashes, promptTextLength } from '../prefix-blocks';
+import { BatchScheduler, BatchSequence, KV_BLOCK_TOKENS, type BatchStats } from './batch-scheduler';
 import { planCompletion, type CompletionPlan } from './plan';
 import { completionId, partialUsage, renderCompletion, renderStep, tokenSteps } from './render';
 
 /** Steps per batch of a stream generated without delays. */
 const INSTANT_BATCH_STEPS = 256;
+
+/**
+ * Characters the prefix-caching mode counts as one token (English text runs about four to a
+ * token): inside the engine (KV blocks, prefill, cache counters) a prompt is its text's length over
+ * this, so a 16-token block is 64 characters and equal prefixes always cut into equal blocks. The
+ * usage it reports still counts with the tokenizer, as the gateway does.
+ */
+const CHARS_PER_TOKEN = 4;
 
 /** Largest `top_logprobs` vLLM accepts. */
 const MAX_TOP_LOGPROBS = 20;
@@ -53,14 +63,36 @@ export function renderSimError(
 /**
  * The simulated engine's scheduler and clock: at most `max_concurrency` generations at once
  * (others queue, as in an engine's scheduler), first token after `time_to_first_token_ms`, one
- * token per `time_per_output_token_ms`. Aborts stop a generation at once and report what it had
- * produced. Used in-process by the simulated engine and by the standalone sim server.
+ * token per `time_per_output_token_ms`. With `prefix_caching` set, vLLM's engine instead (see
+ * batch-scheduler.ts): a KV cache with prefix caching, continuous batching, prefill time per
+ * uncached prompt token and decode time growing with the batch. Aborts stop a generation at once
+ * and report what it had produced. Used in-process by the simulated engine and by the standalone
+ * sim server.
  */
 export class Simulator {
   private running = 0;
   private readonly waiting: Array<() => void> = [];
+  /** The vLLM-like engine clock, in prefix-caching mode. */
+  private readonly batch: BatchScheduler | null;
 
-  constructor(readonly options: SimulationOptions) {}
+  constructor(readonly options: SimulationOptions) {
+    this.batch = options.prefix_caching ? new BatchScheduler(options.prefix_caching, options.max_concurrency) : null;
+  }
+
+  /** The engine's vLLM counters and gauges (prefix-caching mode), null in fixed-delay mode. */
+  batchStats(): BatchStats | null {
+    return this.batch?.snapshot() ?? null;
+  }
+
+  /** Prefix-caching mode: empties the KV cache and zeroes the counters when idle (true), as a restart would. */
+  resetCache(): boolean {
+    return this.batch?.reset() ?? false;
+  }
+
+  /** Stops the prefix-caching mode's clock. */
+  stop(): void {
+    this.batch?.stop();
+  }
 
   /** Checks what the engine itself refuses and plans the completion. Throws SimParameterError. */
   async plan(request: CreateChatCompletionRequest, knownPromptTokens?: number): Promise<CompletionPlan> {
@@ -107,6 +139,13 @@ export class Simulator {
     promptTokens?: number,
   ): Promise<ChatCompletionResponse> {
     const plan = await this.plan(request, promptTokens);
+    if (this.batch) {
+      const sequence = this.sequenceOf(plan, request, this.batch);
+      await this.batched(sequence, signal, async () => {
+        while (!sequence.finished) await this.nextTokens(sequence, sequence.produced, plan, signal);
+      });
+      return renderCompletion(plan, completionId(), Math.floor(Date.now() / 1000));
+    }
     await this.acquire(signal, plan);
     const started = performance.now();
     try {
@@ -127,6 +166,10 @@ export class Simulator {
     promptTokens?: number,
   ): AsyncGenerator<ChatCompletionChunk[]> {
     const plan = await this.plan(request, promptTokens);
+    if (this.batch) {
+      yield* this.streamBatched(plan, request, signal, options, this.batch);
+      return;
+    }
     await this.acquire(signal, plan);
     const started = performance.now();
     try {
@@ -162,7 +205,80 @@ export class Simulator {
 
   /** Requests generating now and waiting in line (for the sim server's stats). */
   load(): { running: number; waiting: number } {
-    return { running: this.running, waiting: this.waiting.length };
+    return this.batch?.load() ?? { running: this.running, waiting: this.waiting.length };
+  }
+
+  /** A stream in prefix-caching mode: a batch of chunks for the tokens of each engine step. */
+  private async *streamBatched(
+    plan: CompletionPlan,
+    request: CreateChatCompletionRequest,
+    signal: AbortLike,
+    options: { includeUsage: boolean; continuousUsage: boolean },
+    batch: BatchScheduler,
+  ): AsyncGenerator<ChatCompletionChunk[]> {
+    const sequence = this.sequenceOf(plan, request, batch);
+    const id = completionId();
+    const created = Math.floor(Date.now() / 1000);
+    const steps = tokenSteps(plan);
+    let sent = 0;
+    batch.submit(sequence);
+    const onAbort = () => batch.cancel(sequence);
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      while (sent < steps) {
+        await this.nextTokens(sequence, sent, plan, signal);
+        const chunks = sent === 0 ? renderStep(plan, 0, id, created, options) : [];
+        for (let step = sent + 1; step <= Math.min(sequence.produced, steps); step++) {
+          chunks.push(...renderStep(plan, step, id, created, options));
+        }
+        sent = Math.min(sequence.produced, steps);
+        if (sent === steps) chunks.push(...renderStep(plan, steps + 1, id, created, options));
+        if (chunks.length > 0) yield chunks;
+      }
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      batch.cancel(sequence);
+    }
+  }
+
+  /** Runs `body` with `sequence` in the engine, taking it out on an abort or an early end. */
+  private async batched(sequence: BatchSequence, signal: AbortLike, body: () => Promise<void>): Promise<void> {
+    const batch = this.batch as BatchScheduler;
+    batch.submit(sequence);
+    const onAbort = () => batch.cancel(sequence);
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      await body();
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      batch.cancel(sequence);
+    }
+  }
+
+  /** Waits until the engine produced tokens past `seen`; throws the abort error with what was produced when aborted. */
+  private async nextTokens(
+    sequence: BatchSequence,
+    seen: number,
+    plan: CompletionPlan,
+    signal: AbortLike,
+  ): Promise<void> {
+    if (!signal.aborted) await sequence.tokensAfter(seen);
+    if (signal.aborted) throw new EngineAbortedError(partialUsage(plan, Math.min(sequence.produced, tokenSteps(plan))));
+  }
+
+  /** The engine's view of a planned request: its prompt's block hashes and its output length. */
+  private sequenceOf(plan: CompletionPlan, request: CreateChatCompletionRequest, batch: BatchScheduler): BatchSequence {
+    const blockChars = KV_BLOCK_TOKENS * CHARS_PER_TOKEN;
+    const chars = promptTextLength(request.messages);
+    const hashes = promptBlockHashes(request.messages, blockChars, Math.floor(chars / blockChars));
+    const sequence = new BatchSequence(Math.max(1, Math.ceil(chars / CHARS_PER_TOKEN)), hashes, tokenSteps(plan));
+    if (batch.tooLarge(sequence)) {
+      throw new SimParameterError(
+        `The request needs ${hashes.length + sequence.privateBlocks} KV cache blocks; the cache has ${batch.capacity}.`,
+        null,
+      );
+    }
+    return sequence;
   }
 
   /**
