@@ -14,10 +14,11 @@
 // prefix index hashes the prompt, matches the system prompt and records every block past it, the
 // sticky ring sees a new key. At 1 connection the body is always the same. Prints per round and
 // gateway the figures, then per policy the median of the rounds' ratios to least_outstanding and
-// their range.
-// Usage: pnpm build && node bench/routing-overhead.mjs [--seconds 3] [--rounds 8] [--warmup 8] [--replicas 4] [--turns 4]
+// their range, and how many entries prefix_cache's index holds at the end.
+// Usage: pnpm build && node bench/routing-overhead.mjs [--seconds 3] [--rounds 8] [--warmup 8] [--replicas 4] [--turns 4] [--index-entries N]
 //   --warmup: seconds of load on each gateway before the rounds (its CPU per request falls for a
-//   while: heap sizing, inline caches, the prefix index filling to its bound).
+//   while: heap sizing, inline caches, the prefix index filling to its bound);
+//   --index-entries: prefix_cache's `index_entries` (0: the catalog default, 200,000).
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -37,9 +38,9 @@ import { promptText } from './lib/prompt-text.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
 
 const args = benchArgs(
-  'node bench/routing-overhead.mjs [--seconds 3] [--rounds 8] [--warmup 8] [--replicas 4] [--turns 4]',
+  'node bench/routing-overhead.mjs [--seconds 3] [--rounds 8] [--warmup 8] [--replicas 4] [--turns 4] [--index-entries N]',
   {
-    numbers: { seconds: 3, rounds: 8, warmup: 8, replicas: 4, turns: 4 },
+    numbers: { seconds: 3, rounds: 8, warmup: 8, replicas: 4, turns: 4, 'index-entries': 0 },
   },
 );
 if (!haveWrk()) throw new Error('routing-overhead needs wrk (apt-get install wrk)');
@@ -87,7 +88,11 @@ try {
       MODEL,
       engines.map((engine) => engine.port),
       ['context_length: 65536', 'price_per_million: { input: 1, output: 2 }'],
-      [`routing: { policy: ${policy} }`],
+      [
+        args['index-entries'] > 0 && policy === 'prefix_cache'
+          ? `routing: { policy: ${policy}, index_entries: ${args['index-entries']} }`
+          : `routing: { policy: ${policy} }`,
+      ],
     );
     writeFileSync(catalog, ['models:', ...lines, ''].join('\n'));
     const service = await startBenchGateway(join(gatewayDir, 'dist/main.js'), {
@@ -160,6 +165,11 @@ try {
     });
     console.log([name, ...cells].join(' | '));
   }
+  const metrics = await fetch(`http://127.0.0.1:${gateways.prefix_cache.service.port}/metrics`).then((res) =>
+    res.text(),
+  );
+  const entries = /^tollway_routing_prefix_index_entries(?:\{[^}]*\})? (\S+)$/m.exec(metrics)?.[1] ?? 'unknown';
+  console.log(`prefix_cache's index at the end: ${entries} entries`);
 } finally {
   await Promise.all(started.map((service) => service.stop()));
   await deleteByPrefix(redis, PREFIX);
