@@ -25,7 +25,7 @@ import {
   startBenchGateway,
   startInstantEngine,
 } from './lib/chat-rig.mjs';
-import { cpuMsOf, median } from './lib/processes.mjs';
+import { cpuMsOf, fmtRange, median } from './lib/processes.mjs';
 import { haveWrk, wrkPost } from './lib/wrk.mjs';
 
 const args = benchArgs('node bench/ab-builds.mjs --base DIR [--seconds 3] [--rounds 6] [--per-event]', {
@@ -125,8 +125,4 @@ try {
   for (const name of Object.keys(builds)) await deleteByPrefix(redis, `bench-ab-${name}-${run}:`);
   redis.disconnect();
   rmSync(work, { recursive: true, force: true });
-}
-
-function fmtRange(values) {
-  return `${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)}`;
 }

@@ -12,27 +12,34 @@
 //   (c) the control: a unique 2,000-token prompt each, no shared prefix.
 // For each policy and workload: time to first token p50/p99 (as the client sees it), output
 // tokens/s, the engines' prefix-cache hit rate, and the busiest replica's requests over the mean;
-// the gateway's CPU per request. Then prefix_cache again behind 2 gateway replicas (requests
-// alternate between them, each with its own prefix index). Figures are ratios against
-// least_outstanding measured in the same run. Ends with
+// the gateway's CPU per request. Then prefix_cache again behind 2 gateway replicas, or each count
+// `--gateways` lists (requests rotate over them, each with its own prefix index). Figures are
+// ratios against least_outstanding measured in the same run. Ends with
 //   prefix_cache vs least_outstanding: TTFT p50 X x lower, output tokens/s Y x higher
 // (the smaller of workloads (a) and (b), at the largest replica count run).
-// Usage: pnpm build && node bench/routing-table.mjs [--quick] [--seconds N]
+// Usage: pnpm build && node bench/routing-table.mjs [--quick] [--seconds N] [--gateways 2,4]
 //   --quick: 4 replicas, least_outstanding and prefix_cache only, 2 + 3 s a run (under two minutes); default 4 and 8 replicas, all three policies, 5 + 10 s a run (about ten minutes).
+//   --gateways: the gateway replica counts of the multi-gateway rows (default 2; each at the largest replica count, about a minute more a count).
 import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { benchArgs } from './lib/args.mjs';
-import { gatewayStartFlags, postChat, startBenchGateway } from './lib/chat-rig.mjs';
+import { gatewayStartFlags, httpModelCatalogLines, postChat, startBenchGateway } from './lib/chat-rig.mjs';
 import { cpuMsOf, quantile, startService } from './lib/processes.mjs';
+import { promptText as text } from './lib/prompt-text.mjs';
 
 const require = createRequire(import.meta.url);
-const args = benchArgs('node bench/routing-table.mjs [--quick] [--seconds N]', {
+const args = benchArgs('node bench/routing-table.mjs [--quick] [--seconds N] [--gateways 2,4]', {
   numbers: { seconds: 0 },
+  strings: { gateways: '2' },
   flags: ['quick'],
 });
+/** Gateway replica counts of the multi-gateway rows. */
+const GATEWAY_COUNTS = args.gateways.split(',').map(Number);
+if (GATEWAY_COUNTS.some((n) => !Number.isInteger(n) || n < 2))
+  throw new Error(`--gateways takes counts of 2 or more, comma-separated, not ${args.gateways}`);
 const QUICK = args.quick;
 const SECONDS = args.seconds || (QUICK ? 3 : 10);
 /** Seconds of each run before the measured part (caches and queues settle). */
@@ -58,37 +65,12 @@ const SIM = {
 const OUTPUT_TOKENS = 16;
 /** Tokens each turn of workload (a) adds before the answer (a tool result). */
 const TOOL_RESULT_TOKENS = 500;
-/** Characters per token, as the simulator counts them. */
-const CHARS = 4;
 const KEY = 'bench-routing-key';
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/11';
 
 const root = new URL('..', import.meta.url).pathname;
 const gatewayDir = join(root, 'services/inference-gateway');
 if (!existsSync(join(gatewayDir, 'dist/main.js'))) throw new Error('run `pnpm build` first');
-
-// ---- prompt text: words from a fixed list, seeded, about CHARS characters a token ----
-const WORDS =
-  'time year people way day man thing woman life child world school state family student group country problem hand part place case week company system program question work government number night point home water room mother area money story fact month lot right study book eye job word business issue side kind head house service friend father power hour game line end member law car city community name president team minute idea kid body information back parent face others level office door health person art war history party result change morning reason research girl guy moment air teacher force education'.split(
-    ' ',
-  );
-
-/** About `tokens` tokens of text, the same for the same seed. */
-function text(seed, tokens) {
-  let state = 2166136261;
-  for (const ch of String(seed)) state = Math.imul(state ^ ch.charCodeAt(0), 16777619);
-  const parts = [];
-  let length = 0;
-  while (length < tokens * CHARS) {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    const word = WORDS[(state >>> 0) % WORDS.length];
-    parts.push(word);
-    length += word.length + 1;
-  }
-  return parts.join(' ').slice(0, tokens * CHARS);
-}
 
 const SYSTEM_A = text('system-a', 2000);
 const SYSTEMS_B = Array.from({ length: 32 }, (_, i) => text(`system-b-${i}`, 3000));
@@ -125,20 +107,20 @@ async function startSim() {
 
 function catalogText(sims) {
   const lines = ['models:'];
-  // prefix_cache2: the 2-gateway runs' own model, so no index from the 1-gateway runs is carried over.
+  // prefix_cacheN: the N-gateway runs' own model, so no index from other runs is carried over.
+  const models = [
+    ...POLICIES.map((policy) => [policy, policy]),
+    ...GATEWAY_COUNTS.map((gateways) => [`prefix_cache${gateways}`, 'prefix_cache']),
+  ];
   for (const count of REPLICA_COUNTS) {
-    for (const [name, policy] of [...POLICIES.map((policy) => [policy, policy]), ['prefix_cache2', 'prefix_cache']]) {
+    for (const [name, policy] of models) {
       lines.push(
-        `  - id: bench/${name}-${count}`,
-        '    owned_by: bench',
-        '    created: 1767225600',
-        '    price_per_million: { input: 1, output: 2 }',
-        '    context_length: 65536',
-        '    engine:',
-        '      kind: openai-compatible',
-        `      routing: { policy: ${policy} }`,
-        '      replicas:',
-        ...sims.slice(0, count).map((sim) => `        - base_url: http://127.0.0.1:${sim.port}/v1`),
+        ...httpModelCatalogLines(
+          `bench/${name}-${count}`,
+          sims.slice(0, count).map((sim) => sim.port),
+          ['price_per_million: { input: 1, output: 2 }', 'context_length: 65536'],
+          [`routing: { policy: ${policy} }`],
+        ),
       );
     }
   }
@@ -371,14 +353,14 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 
 // ---- the run ----
 const sims = [];
-let gatewayA;
-let gatewayB;
+/** The gateway replicas, the first one alone for the one-gateway rows. */
+const gatewayProcesses = [];
 try {
   const maxReplicas = Math.max(...REPLICA_COUNTS);
   sims.push(...(await Promise.all(Array.from({ length: maxReplicas }, startSim))));
   const catalog = join(work, 'catalog.yaml');
   writeFileSync(catalog, catalogText(sims));
-  gatewayA = await startGateway(catalog);
+  gatewayProcesses.push(await startGateway(catalog));
   console.log(
     `simulated engine: ${SIM.kvCacheBlocks} KV blocks of 16 tokens, prefill ${SIM.prefillTokensPerS} tokens/s, ` +
       `decode step ${SIM.decodeStepMs} ms + ${SIM.decodeMsPerSequence} ms per running sequence, at most ${SIM.maxRunning} running ` +
@@ -404,7 +386,7 @@ try {
   const results = new Map();
   /** Saturation run, then a latency run at the offered load of `rate` (requests/s). */
   const measure = async (count, kind, policy, gateways, rate) => {
-    const model = `bench/${gateways.length === 2 ? 'prefix_cache2' : policy}-${count}`;
+    const model = `bench/${gateways.length > 1 ? `prefix_cache${gateways.length}` : policy}-${count}`;
     const sat = await run(kind, model, sims.slice(0, count), gateways);
     // On the caches the saturation run left (the same policy's): its warm-up settles the load.
     const lat = await run(kind, model, sims.slice(0, count), gateways, {
@@ -443,16 +425,18 @@ try {
     for (const kind of WORKLOADS) {
       let rate = null;
       for (const policy of POLICIES) {
-        const result = await measure(count, kind, policy, [gatewayA], rate);
+        const result = await measure(count, kind, policy, gatewayProcesses.slice(0, 1), rate);
         rate ??= result.latencyRate;
       }
     }
   }
-  gatewayB = await startGateway(catalog);
-  const twoGatewayCount = Math.max(...REPLICA_COUNTS);
-  for (const kind of ['a', 'b']) {
-    const rate = results.get(`${twoGatewayCount}/${kind}/least_outstanding/1`).latencyRate;
-    await measure(twoGatewayCount, kind, 'prefix_cache', [gatewayA, gatewayB], rate);
+  const multiGatewayCount = Math.max(...REPLICA_COUNTS);
+  for (const gatewayCount of GATEWAY_COUNTS) {
+    while (gatewayProcesses.length < gatewayCount) gatewayProcesses.push(await startGateway(catalog));
+    for (const kind of ['a', 'b']) {
+      const rate = results.get(`${multiGatewayCount}/${kind}/least_outstanding/1`).latencyRate;
+      await measure(multiGatewayCount, kind, 'prefix_cache', gatewayProcesses.slice(0, gatewayCount), rate);
+    }
   }
 
   // ---- what one routing decision costs the gateway, in-process (the table's CPU column is noisier) ----
@@ -508,11 +492,13 @@ try {
       control.cpuUsPerRequest / lo.cpuUsPerRequest,
     ]);
   }
-  for (const kind of ['a', 'b']) {
-    const one = get(twoGatewayCount, kind, 'prefix_cache', 1);
-    const two = get(twoGatewayCount, kind, 'prefix_cache', 2);
-    const kept = Math.min(two.p50Gain / one.p50Gain, two.tputGain / one.tputGain);
-    checks.push([`2 gateway replicas (${kind}): gain kept ≥ 80 % of one gateway's`, kept >= 0.8, kept]);
+  for (const gatewayCount of GATEWAY_COUNTS) {
+    for (const kind of ['a', 'b']) {
+      const one = get(multiGatewayCount, kind, 'prefix_cache', 1);
+      const several = get(multiGatewayCount, kind, 'prefix_cache', gatewayCount);
+      const kept = Math.min(several.p50Gain / one.p50Gain, several.tputGain / one.tputGain);
+      checks.push([`${gatewayCount} gateway replicas (${kind}): gain kept ≥ 80 % of one gateway's`, kept >= 0.8, kept]);
+    }
   }
   console.log('');
   for (const [name, ok, value] of checks) console.log(`${ok ? 'met    ' : 'NOT MET'} ${name}: ${value.toFixed(2)}`);

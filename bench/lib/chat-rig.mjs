@@ -122,10 +122,11 @@ export function startBareProxy(enginePort) {
 }
 
 /**
- * Catalog lines (under `models:`) of a model `id` served over HTTP by the engine on `enginePort`,
- * with `modelLines` (e.g. `capacity: 100`) added to it.
+ * Catalog lines (under `models:`) of a model `id` served over HTTP by the engine on `enginePort`
+ * (or one replica per port of an array), with `modelLines` (e.g. `capacity: 100`) added to the
+ * model and `engineLines` (e.g. `routing: { policy: sticky }`) to its engine.
  */
-export function httpModelCatalogLines(id, enginePort, modelLines = []) {
+export function httpModelCatalogLines(id, enginePort, modelLines = [], engineLines = []) {
   return [
     `  - id: ${id}`,
     '    owned_by: bench',
@@ -133,8 +134,9 @@ export function httpModelCatalogLines(id, enginePort, modelLines = []) {
     ...modelLines.map((line) => `    ${line}`),
     '    engine:',
     '      kind: openai-compatible',
+    ...engineLines.map((line) => `      ${line}`),
     '      replicas:',
-    `        - base_url: http://127.0.0.1:${enginePort}/v1`,
+    ...[enginePort].flat().map((port) => `        - base_url: http://127.0.0.1:${port}/v1`),
   ];
 }
 

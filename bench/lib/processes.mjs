@@ -135,6 +135,11 @@ export function median(values) {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
+/** The smallest and the largest of `values`, as `min-max` with two decimals. */
+export function fmtRange(values) {
+  return `${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)}`;
+}
+
 /** Value at quantile q (0–1) of an ascending-sorted array. */
 export function quantile(sorted, q) {
   if (sorted.length === 0) return NaN;

@@ -16,8 +16,8 @@ export function haveWrk() {
 /**
  * Runs `wrk` with one thread and `connections` keep-alive connections for `seconds`, POSTing
  * `body` with bearer `key`. Resolves `{ rps, total, non2xx, errors, p50, p75, p90, p99 }`
- * (latencies in ms, from wrk's --latency histogram). With `numbered` set, the body's first
- * occurrence of that text is replaced, request after request, by 1, 2, 3…: every body differs.
+ * (latencies in ms, from wrk's --latency histogram). With `numbered` set, every occurrence of
+ * that text in the body is replaced, request after request, by 1, 2, 3…: every body differs.
  */
 export async function wrkPost(url, body, key, { connections, seconds, numbered }) {
   const dir = mkdtempSync(join(tmpdir(), 'tollway-wrk-'));
@@ -76,15 +76,15 @@ export function parseWrk(output) {
   };
 }
 
-/** Lua lines of a `request` function sending `body` with `marker` replaced by a running number. */
+/** Lua lines of a `request` function sending `body` with every `marker` replaced by a running number. */
 function numberedRequests(body, marker) {
-  const at = body.indexOf(marker);
-  if (at === -1) throw new Error(`the body has no ${marker} to number`);
+  const parts = body.split(marker);
+  if (parts.length === 1) throw new Error(`the body has no ${marker} to number`);
   return [
-    `local head, tail, n = ${luaString(body.slice(0, at))}, ${luaString(body.slice(at + marker.length))}, 0`,
+    `local parts, n = { ${parts.map(luaString).join(', ')} }, 0`,
     'request = function()',
     '  n = n + 1',
-    '  return wrk.format(nil, nil, nil, head .. n .. tail)',
+    '  return wrk.format(nil, nil, nil, table.concat(parts, tostring(n)))',
     'end',
   ];
 }
