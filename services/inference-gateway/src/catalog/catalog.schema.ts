@@ -31,8 +31,8 @@ export const RoutingSpec = z
     block_chars: z.number().int().min(16).max(16_384).default(256),
     /** prefix_cache: most leading blocks hashed per request (bounds the work per request), 1–4096; default 128. */
     max_blocks: z.number().int().min(1).max(4096).default(128),
-    /** prefix_cache: most block hashes the index keeps (least recently used dropped), 1–10 000 000; default 200 000. */
-    index_entries: z.number().int().min(1).max(10_000_000).default(200_000),
+    /** prefix_cache: most block hashes the index keeps (least recently used dropped), 1–2 000 000 (about 25 bytes of memory each, taken at start); default 200 000. */
+    index_entries: z.number().int().min(1).max(2_000_000).default(200_000),
     /** Read load from each replica's vLLM `/metrics` in the background (prefix_cache, sticky); default true. */
     scrape_metrics: z.boolean().default(true),
     /** Time between two scrapes of a replica, ms, 50–60 000; default 250. */

@@ -1,3 +1,5 @@
+import { LRUCache } from 'lru-cache';
+
 /**
  * Which replica was sent which prompt blocks, as this gateway replica saw it: llm-d's approximate
  * prefix-cache index. Keys are the chain hashes of a prompt's leading character blocks (see
@@ -6,10 +8,16 @@
  * It is a guess at what the engines hold: what it gets wrong costs a cache miss, never an error.
  */
 export class PrefixIndex {
-  /** Block hash → replicas (indices) sent that prefix; Map order is least recently used first. */
-  private readonly entries = new Map<number, number[]>();
+  /**
+   * Block hash → replicas (indices) sent that prefix, least recently used dropped first. Not a Map
+   * dropping its first key: a Map keeps the slots of deleted keys until it grows, and finding its
+   * first live key walks past them, so a full index spent milliseconds a request on that.
+   */
+  private readonly entries: LRUCache<number, number[]>;
 
-  constructor(readonly maxEntries: number) {}
+  constructor(readonly maxEntries: number) {
+    this.entries = new LRUCache({ max: maxEntries });
+  }
 
   /** Number of hashes held (never above maxEntries). */
   get size(): number {
@@ -23,7 +31,7 @@ export class PrefixIndex {
   match(hashes: readonly number[], into: Int32Array): void {
     into.fill(0);
     for (let block = 0; block < hashes.length; block++) {
-      const holders = this.entries.get(hashes[block] as number);
+      const holders = this.entries.peek(hashes[block] as number);
       if (!holders) return;
       let any = false;
       for (const replica of holders) {
@@ -40,18 +48,9 @@ export class PrefixIndex {
   /** Notes that `replica` was sent the prompt of `hashes` (its blocks become the most recently used). */
   record(hashes: readonly number[], replica: number): void {
     for (const hash of hashes) {
-      const holders = this.entries.get(hash);
-      if (holders) {
-        this.entries.delete(hash);
-        if (!holders.includes(replica)) holders.push(replica);
-        this.entries.set(hash, holders);
-      } else {
-        this.entries.set(hash, [replica]);
-        if (this.entries.size > this.maxEntries) {
-          const oldest = this.entries.keys().next().value as number;
-          this.entries.delete(oldest);
-        }
-      }
+      const holders = this.entries.get(hash); // now the most recently used
+      if (!holders) this.entries.set(hash, [replica]);
+      else if (!holders.includes(replica)) holders.push(replica);
     }
   }
 }

@@ -146,6 +146,25 @@ describe('least_outstanding routing (the default)', () => {
   });
 });
 
+describe('PrefixIndex', () => {
+  it('drops the least recently recorded hash when full; a match does not count as a use', () => {
+    const index = new PrefixIndex(2);
+    const into = new Int32Array(2);
+    index.record([1], 0);
+    index.record([2], 1);
+    index.record([1], 1); // 1 is the most recent now
+    index.match([2], into); // a read: 2 stays the least recent
+    index.record([3], 0); // full: 2 goes
+    expect(index.size).toBe(2);
+    index.match([2], into);
+    expect([...into]).toEqual([0, 0]);
+    index.match([1], into);
+    expect([...into]).toEqual([1, 1]);
+    index.match([3], into);
+    expect([...into]).toEqual([1, 0]);
+  });
+});
+
 describe('PrefixIndex (property)', () => {
   const prompts = fc.array(fc.tuple(fc.integer({ min: 0, max: 5 }), fc.integer({ min: 1, max: 6 })), {
     minLength: 1,

@@ -1,3 +1,5 @@
+import { LRUCache } from 'lru-cache';
+
 /**
  * The simulated engine's KV cache, after vLLM's automatic prefix caching: a pool of `capacity`
  * blocks of 16 tokens. A full prompt block is known by its chain hash (see prefix-blocks.ts) and
@@ -9,12 +11,18 @@
 export class KvCache {
   /** Cached full blocks by hash, with how many running sequences hold each. */
   private readonly refs = new Map<number, number>();
-  /** Cached blocks no sequence holds, least recently freed first (Map order). */
-  private readonly free = new Map<number, true>();
+  /**
+   * Cached blocks no sequence holds (hash → hash), least recently freed evicted first. An LRU list,
+   * not a Map emptied from its front: a Map keeps deleted keys' slots until it grows, and each
+   * eviction would walk past them.
+   */
+  private readonly free: LRUCache<number, number>;
   /** Private blocks held by running sequences. */
   private privateInUse = 0;
 
-  constructor(readonly capacity: number) {}
+  constructor(readonly capacity: number) {
+    this.free = new LRUCache({ max: capacity + 1 });
+  }
 
   /** How many of `hashes`, from the first, are cached (a chain: the first miss ends the match). */
   cachedPrefix(hashes: readonly number[]): number {
@@ -62,7 +70,7 @@ export class KvCache {
       if (count > 1) this.refs.set(hash, count - 1);
       else {
         this.refs.set(hash, 0);
-        this.free.set(hash, true);
+        this.free.set(hash, hash);
       }
     }
   }
@@ -80,9 +88,9 @@ export class KvCache {
   /** Evicts least recently freed blocks until `count` more fit. */
   private evictFor(count: number): void {
     let over = this.refs.size + this.privateInUse + count - this.capacity;
-    for (const hash of this.free.keys()) {
-      if (over <= 0) return;
-      this.free.delete(hash);
+    while (over > 0) {
+      const hash = this.free.pop();
+      if (hash === undefined) return;
       this.refs.delete(hash);
       over--;
     }
