@@ -390,8 +390,7 @@ async function checkTurns(
       if (res?.status !== 200) await sleep(200);
     }
     if (status === 'running') stuck += 1;
-    const messages = await httpJson(`${apiUrl}/sessions/${sessionId}/messages`);
-    histories.set(sessionId, messages.body as Array<{ role: string; content: string | null }>);
+    histories.set(sessionId, await readMessages(apiUrl, sessionId));
   }
   let completed = 0;
   let errored = 0;
@@ -404,4 +403,27 @@ async function checkTurns(
     else errored += 1;
   }
   return { accepted: accepted.length, completed, errored, lost, stuck };
+}
+
+/**
+ * A session's messages, read again while the API answers anything but 200 (a 503 while its
+ * connections settle after the failover); throws, naming the last answer, after 10 s.
+ */
+async function readMessages(
+  apiUrl: string,
+  sessionId: string,
+): Promise<Array<{ role: string; content: string | null }>> {
+  const deadline = performance.now() + 10_000;
+  for (;;) {
+    const res = await httpJson(`${apiUrl}/sessions/${sessionId}/messages`).catch((err: Error) => ({
+      status: 0,
+      body: err.message,
+    }));
+    if (res.status === 200 && Array.isArray(res.body))
+      return res.body as Array<{ role: string; content: string | null }>;
+    if (performance.now() > deadline) {
+      throw new Error(`reading session ${sessionId}'s messages: ${res.status} ${JSON.stringify(res.body)}`);
+    }
+    await sleep(200);
+  }
 }
