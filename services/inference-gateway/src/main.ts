@@ -14,6 +14,7 @@ import { buildApp } from './app';
 import { CatalogStore, followCatalogChanges } from './catalog/catalog-store';
 import { loadGatewayConfig } from './config';
 import { engineContextOf, EngineRegistry } from './engines';
+import { PrefixIndexShare } from './engines/openai-compatible/prefix-index-share';
 import { buildGatewayTelemetry } from './observability/gateway-telemetry';
 import { LiveRelays } from './streaming/live-relays';
 import { PromptTokenCounter } from './tokenizer/count-tokens';
@@ -25,10 +26,18 @@ async function main(): Promise<void> {
   const logger = createLogger({ service: 'inference-gateway', level: config.logLevel });
   logUnhandledRejections(logger);
   const catalog = CatalogStore.fromFile(config.catalogPath);
-  const engines = new EngineRegistry(engineContextOf(config));
+  const redis = createRedis(config, { name: 'gateway', failFast: true });
+  // prefix_cache routing's index, shared with the other gateway replicas (a hint: never awaited).
+  const indexShare = new PrefixIndexShare(
+    redis,
+    redis.duplicate({ connectionName: 'gateway-routing-index' }),
+    `${config.redisPrefix}routing:prefix-index`,
+    logger,
+  );
+  indexShare.start().catch((err: Error) => logger.warn('prefix index share: subscribe failed', { error: err.message }));
+  const engines = new EngineRegistry({ ...engineContextOf(config), indexShare });
   catalog.subscribe((models) => engines.sync(models));
   followCatalogChanges(catalog, logger, config.catalogWatch);
-  const redis = createRedis(config, { name: 'gateway', failFast: true });
   const accounts = await wireAccounts(config, redis, logger, { catalog, engines });
   const { authenticator, admission, adminRouter, consoleRouter, openApi, admissionStats } = accounts;
   const promptTokens = new PromptTokenCounter(config.promptTokenCacheEntries);
@@ -70,6 +79,7 @@ async function main(): Promise<void> {
       { name: 'accounts', run: () => accounts.close() },
       { name: 'catalog', run: () => catalog.close() },
       { name: 'engines', run: () => engines.close() },
+      { name: 'routing index share', run: () => indexShare.close() },
       { name: 'redis', run: () => redis.quit() },
       { name: 'tracing', run: () => tracing?.shutdown() },
     ],

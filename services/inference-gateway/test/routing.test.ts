@@ -6,6 +6,7 @@ import type { SimServer } from '../src/engines/simulated/sim-server';
 import { modelStatusRoutes } from '../src/routes/admin/models-status.route';
 import {
   catalogModels,
+  FAST_PREFIX_CACHING,
   httpModel,
   startGateway,
   startSim,
@@ -14,13 +15,7 @@ import {
 } from './helpers/gateway-harness';
 
 /** Replicas behind the gateway: three vLLM-like sims (prefix caching, /metrics) and two fixed-delay ones (no metrics). */
-const KV = {
-  kv_cache_blocks: 2048,
-  prefill_tokens_per_s: 1e6,
-  decode_step_ms: 1,
-  decode_ms_per_sequence: 0,
-  max_batched_tokens: 2048,
-};
+const KV = FAST_PREFIX_CACHING;
 const FAST_SCRAPE = { scrape_interval_ms: 50, max_staleness_ms: 1000 };
 
 describe('gateway routing across replicas', () => {

@@ -297,6 +297,8 @@ export const ModelStatus = z.object({
       prefix_index_hit_rate: z.number().nullable(),
       /** prefix_cache: block hashes held in the index. */
       prefix_index_entries: z.number().int(),
+      /** prefix_cache with `share_index`: block hashes published to, and received from, the other gateway replicas since start. */
+      prefix_index_shared: z.object({ sent: z.number().int(), received: z.number().int() }),
     })
     .optional(),
   /** Concurrent requests the model takes across the cluster; null = unlimited. */

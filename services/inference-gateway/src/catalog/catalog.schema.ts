@@ -27,10 +27,21 @@ export const RoutingSpec = z
     policy: z.enum(['least_outstanding', 'prefix_cache', 'sticky']).default('least_outstanding'),
     /** A replica is full at this many times the mean load (prefix_cache, sticky), 1–10; default 1.25. */
     load_factor: z.number().min(1).max(10).default(1.25),
+    /**
+     * Requests a replica may have in flight before the load bound applies at all (prefix_cache,
+     * sticky), 1–10 000; default 8. Engines batch (vLLM runs up to `max_num_seqs`, 256 by default,
+     * at once), so at low load a cache hit is worth more than an even spread.
+     */
+    min_load_bound: z.number().int().min(1).max(10_000).default(8),
     /** prefix_cache: characters per hashed prompt block, 16–16 384; default 256 (about 64 tokens). */
     block_chars: z.number().int().min(16).max(16_384).default(256),
     /** prefix_cache: most leading blocks hashed per request (bounds the work per request), 1–4096; default 128. */
     max_blocks: z.number().int().min(1).max(4096).default(128),
+    /**
+     * prefix_cache: share the index between gateway replicas over Redis pub/sub (each publishes what
+     * it records, batched, and applies what the others do; nothing waits on it); default true.
+     */
+    share_index: z.boolean().default(true),
     /** prefix_cache: most block hashes the index keeps (least recently used dropped), 1–2 000 000 (about 25 bytes of memory each, taken at start); default 200 000. */
     index_entries: z.number().int().min(1).max(2_000_000).default(200_000),
     /** Read load from each replica's vLLM `/metrics` in the background (prefix_cache, sticky); default true. */

@@ -151,6 +151,10 @@ export interface RoutingStats {
   readonly blocksMatched: number;
   /** prefix_cache: hashes held in the index. */
   readonly indexEntries: number;
+  /** prefix_cache with share_index: block hashes this replica published to the other gateway replicas. */
+  readonly blocksShared: number;
+  /** prefix_cache with share_index: block hashes received from the other gateway replicas. */
+  readonly blocksReceived: number;
 }
 
 /** One engine replica as the metrics see it. */

@@ -48,6 +48,20 @@ export function registerRoutingMetrics(registers: Registry[], engines: EngineReg
       each((model, stats) => stats.policy === 'prefix_cache' && this.inc({ model }, stats.blocksMatched));
     },
   });
+  new Counter({
+    name: 'tollway_routing_prefix_index_shared_blocks_total',
+    help: 'prefix_cache routing with share_index: block hashes published to (sent) and applied from (received) the other gateway replicas',
+    labelNames: ['model', 'direction'],
+    registers,
+    collect() {
+      this.reset();
+      each((model, stats) => {
+        if (stats.policy !== 'prefix_cache') return;
+        this.inc({ model, direction: 'sent' }, stats.blocksShared);
+        this.inc({ model, direction: 'received' }, stats.blocksReceived);
+      });
+    },
+  });
   new Gauge({
     name: 'tollway_routing_prefix_index_entries',
     help: "prefix_cache routing: block hashes held in this gateway replica's prefix index",

@@ -247,3 +247,12 @@ export function ssePayloads(text: string): string[] {
     .filter((frame) => frame.startsWith('data: '))
     .map((frame) => frame.slice('data: '.length));
 }
+
+/** A vLLM-like simulated engine's prefix caching (`startSim({ prefix_caching })`), fast enough for tests. */
+export const FAST_PREFIX_CACHING = {
+  kv_cache_blocks: 2048,
+  prefill_tokens_per_s: 1e6,
+  decode_step_ms: 1,
+  decode_ms_per_sequence: 0,
+  max_batched_tokens: 2048,
+};

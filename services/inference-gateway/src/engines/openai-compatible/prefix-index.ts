@@ -45,12 +45,17 @@ export class PrefixIndex {
     }
   }
 
-  /** Notes that `replica` was sent the prompt of `hashes` (its blocks become the most recently used). */
-  record(hashes: readonly number[], replica: number): void {
+  /**
+   * Notes that `replica` was sent the prompt of `hashes` (its blocks become the most recently
+   * used); the hashes it was not known to hold before are pushed onto `added` when given.
+   */
+  record(hashes: readonly number[], replica: number, added?: number[]): void {
     for (const hash of hashes) {
       const holders = this.entries.get(hash); // now the most recently used
       if (!holders) this.entries.set(hash, [replica]);
       else if (!holders.includes(replica)) holders.push(replica);
+      else continue;
+      added?.push(hash);
     }
   }
 }

@@ -4,6 +4,7 @@ import type { EngineReplica, RoutingSpec } from '../../catalog/catalog.schema';
 import type { EngineResponseLimits } from '../engine.types';
 import { LoadScraper, type ScrapedLoad } from './load-scraper';
 import type { RoutingStats } from '../engine.types';
+import type { PrefixIndexShare, SharedIndexLink } from './prefix-index-share';
 import { ReplicaRouter } from './routing';
 
 /** One engine replica: its connection pool and how many requests it has outstanding. */
@@ -36,6 +37,8 @@ export interface PoolOptions {
   connections: number;
   timeoutMs: number;
   limits?: EngineResponseLimits;
+  /** The gateway replicas' shared prefix index (prefix_cache models with `share_index`), if Redis carries one. */
+  indexShare?: PrefixIndexShare;
 }
 
 /**
@@ -47,6 +50,7 @@ export class ReplicaSet {
   readonly replicas: Replica[];
   private readonly router: ReplicaRouter;
   private readonly scraper: LoadScraper | null;
+  private readonly share: SharedIndexLink | null = null;
 
   constructor(
     specs: readonly EngineReplica[],
@@ -85,7 +89,13 @@ export class ReplicaSet {
         scraped: null,
       };
     });
-    this.router = new ReplicaRouter(routing, { count: this.replicas.length, load: (i) => this.loadOf(i) });
+    const router = new ReplicaRouter(routing, { count: this.replicas.length, load: (i) => this.loadOf(i) });
+    this.router = router;
+    if (routing.policy === 'prefix_cache' && routing.share_index && options.indexShare) {
+      const urls = specs.map((spec) => spec.base_url);
+      this.share = options.indexShare.link(modelId, urls, (replica, hashes) => router.applyShared(replica, hashes));
+      router.shareThrough(this.share);
+    }
     // least_outstanding stays as it always was: the in-flight count, nothing scraped.
     const scrape = routing.scrape_metrics && routing.policy !== 'least_outstanding';
     this.scraper = scrape ? new LoadScraper(this.replicas, routing.scrape_interval_ms) : null;
@@ -123,6 +133,7 @@ export class ReplicaSet {
   /** Stops the scraper and closes every pool once its in-flight requests are done. */
   async close(): Promise<void> {
     this.scraper?.stop();
+    this.share?.close();
     await Promise.all(this.replicas.map((replica) => replica.pool.close()));
   }
 }

@@ -5,9 +5,9 @@ import { PrefixIndex } from './prefix-index';
 import { MAX_STICKY_KEY_CHARS, ReplicaRouter } from './routing';
 import { promptBlockHashes } from '../prefix-blocks';
 
-/** A router over `loads.length` replicas whose loads the test sets. */
+/** A router over `loads.length` replicas whose loads the test sets (the bound from 2 in flight, unless `spec` says). */
 function router(policy: RoutingSpec['policy'], loads: number[], spec: Partial<RoutingSpec> = {}) {
-  const routing = new ReplicaRouter(RoutingSpec.parse({ policy, block_chars: 16, ...spec }), {
+  const routing = new ReplicaRouter(RoutingSpec.parse({ policy, block_chars: 16, min_load_bound: 2, ...spec }), {
     count: loads.length,
     load: (replica) => loads[replica] as number,
   });
@@ -88,6 +88,20 @@ describe('prefix_cache routing', () => {
     // a choice by chance (within the same bound) agreed 14 times in 40 when tried.
     expect(agreed).toBeGreaterThanOrEqual(20);
     expect(placed.size).toBeGreaterThan(4);
+  });
+
+  it('keeps a cache hit below min_load_bound in flight however uneven the load (8 by default)', () => {
+    const loads = [0, 0, 0, 0];
+    const routing = new ReplicaRouter(RoutingSpec.parse({ policy: 'prefix_cache', block_chars: 16 }), {
+      count: 4,
+      load: (replica) => loads[replica] as number,
+    });
+    const home = routing.choose(request('busy'));
+    loads[home] = 7; // mean (7 + 1) / 4 = 2: far above 1.25 × the mean, still under 8
+    expect(routing.choose(request('busy', 2))).toBe(home);
+    loads[home] = 8;
+    expect(routing.choose(request('busy', 2))).not.toBe(home);
+    expect(routing.stats().decisions.load_spill).toBe(1);
   });
 
   it('sends a prompt sharing nothing known to the least loaded replica, as least_outstanding would', () => {

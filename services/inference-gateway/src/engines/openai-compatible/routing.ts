@@ -3,6 +3,7 @@ import type { RoutingSpec } from '../../catalog/catalog.schema';
 import { hashText, promptBlockHashes } from '../prefix-blocks';
 import type { RoutingOutcome, RoutingStats } from '../engine.types';
 import { PrefixIndex } from './prefix-index';
+import type { SharedIndexLink } from './prefix-index-share';
 
 /** Longest part of a request's `user` that sticky routing hashes: a client may send anything there. */
 export const MAX_STICKY_KEY_CHARS = 256;
@@ -10,17 +11,14 @@ export const MAX_STICKY_KEY_CHARS = 256;
 /** Points per replica on the sticky policy's hash ring. */
 const RING_POINTS = 64;
 
-/**
- * Below this many requests in flight a replica is never "over its bound": a spill at trivial load
- * would throw away a cache hit to save nothing.
- */
-const MIN_LOAD_BOUND = 2;
-
 /** What routing reads of each replica: its load now, and whether it is excluded (a retry's first choice). */
 export interface RoutingView {
   readonly count: number;
   load(replica: number): number;
 }
+
+/** Most block hashes one record received from another gateway replica may carry (the most a request hashes). */
+const MAX_SHARED_RECORD_BLOCKS = 4096;
 
 /**
  * Chooses a replica for each request by the model's routing policy (catalog `engine.routing`):
@@ -29,7 +27,8 @@ export interface RoutingView {
  *   under the load bound; ties go to the least loaded.
  * - `sticky`: consistent hashing of the request's `user` (bounded), walking the ring past replicas
  *   over the load bound (consistent hashing with bounded loads).
- * The load bound is `load_factor` × the mean load counting this request (at least MIN_LOAD_BOUND),
+ * The load bound is `load_factor` × the mean load counting this request (at least `min_load_bound`:
+ * below it a spill would throw away a cache hit to save nothing),
  * so one hot prefix or key cannot pile onto one replica. Nothing here waits on the network.
  */
 export class ReplicaRouter {
@@ -47,6 +46,11 @@ export class ReplicaRouter {
   };
   private blocksQueried = 0;
   private blocksMatched = 0;
+  private blocksShared = 0;
+  private blocksReceived = 0;
+  /** Where this router publishes what it records (prefix_cache with share_index), else null. */
+  private share: SharedIndexLink | null = null;
+  private readonly added: number[] = [];
 
   constructor(
     private readonly spec: RoutingSpec,
@@ -55,6 +59,23 @@ export class ReplicaRouter {
     this.index = spec.policy === 'prefix_cache' ? new PrefixIndex(spec.index_entries) : null;
     this.matches = new Int32Array(view.count);
     this.ring = spec.policy === 'sticky' ? hashRing(view.count) : null;
+  }
+
+  /**
+   * Publishes what this router records through `link` (the gateway replicas' shared index, see
+   * PrefixIndexShare); from then on a conversation new to the index goes to the least loaded of
+   * the replicas holding its longest prefix, as the others will learn where it went.
+   */
+  shareThrough(link: SharedIndexLink): void {
+    if (this.index) this.share = link;
+  }
+
+  /** Records another gateway replica published: `replica` was sent `hashes`. Out-of-range ones are ignored. */
+  applyShared(replica: number, hashes: readonly number[]): void {
+    if (!this.index || !Number.isInteger(replica) || replica < 0 || replica >= this.view.count) return;
+    if (hashes.length === 0 || hashes.length > MAX_SHARED_RECORD_BLOCKS) return;
+    this.index.record(hashes, replica);
+    this.blocksReceived += hashes.length;
   }
 
   /** The replica for `request`; `avoid` (a replica that just failed it) only when it is the only one. */
@@ -77,6 +98,8 @@ export class ReplicaRouter {
       blocksQueried: this.blocksQueried,
       blocksMatched: this.blocksMatched,
       indexEntries: this.index?.size ?? 0,
+      blocksShared: this.blocksShared,
+      blocksReceived: this.blocksReceived,
     };
   }
 
@@ -102,7 +125,7 @@ export class ReplicaRouter {
   private loadBound(): number {
     let total = 1;
     for (let i = 0; i < this.view.count; i++) total += this.view.load(i);
-    return Math.max(MIN_LOAD_BOUND, Math.ceil((this.spec.load_factor * total) / this.view.count));
+    return Math.max(this.spec.min_load_bound, Math.ceil((this.spec.load_factor * total) / this.view.count));
   }
 
   private byPrefix(request: CreateChatCompletionRequest, avoid: number): number {
@@ -119,34 +142,51 @@ export class ReplicaRouter {
       longest = Math.max(longest, match);
       if (match > bestMatch && this.view.load(replica) < bound) bestMatch = match;
     }
-    // Among the replicas with the best (non-empty) match, the choice is rendezvous hashing on the
-    // blocks just past the match, not the least loaded: every gateway replica then places a
-    // conversation it has not seen (past a shared system prompt) where the others did (its first
-    // own blocks stay the same turn after turn), with no shared index. The load bound keeps the spread.
-    // The key is the chain hash of the second block past the match: the first one often straddles
-    // the end of a shared prompt and the start of a common template, the same for everyone.
+    // Among the replicas with the best (non-empty) match: with a shared index, the least loaded
+    // (the other gateway replicas learn where a new conversation went before its next turn), taking
+    // a match one block short as the best: the block that straddles the end of a shared prompt and
+    // the start of a common template (the same for everyone) would otherwise draw every new
+    // conversation to wherever the first one went. Ties, and without a shared index, go by
+    // rendezvous hashing on the blocks just past the match, so that every gateway replica places
+    // a conversation it has not seen (past a shared system prompt) where the others did (its first
+    // own blocks stay the same turn after turn). The load bound keeps the spread. The key is the
+    // chain hash of the second block past the match, for that same straddling block.
     const key = (hashes[Math.min(Math.max(0, bestMatch) + 1, hashes.length - 1)] ?? 0) >>> 0;
+    const byLoad = this.share !== null;
+    const least = byLoad ? bestMatch - 1 : bestMatch;
     let best = -1;
+    let bestLoad = Number.POSITIVE_INFINITY;
     let bestWeight = -1;
     for (let replica = 0; replica < count; replica++) {
       if (replica === avoid && count > 1) continue;
-      if (this.matches[replica] !== bestMatch || this.view.load(replica) >= bound) continue;
+      const load = this.view.load(replica);
+      const match = this.matches[replica] as number;
+      if (match < least || match > bestMatch || load >= bound) continue;
+      if (byLoad && load > bestLoad) continue;
       const weight = rendezvousWeight(key, replica);
-      if (weight > bestWeight) {
+      if ((byLoad && load < bestLoad) || weight > bestWeight) {
         best = replica;
+        bestLoad = load;
         bestWeight = weight;
       }
     }
     // Nothing known of this prompt within the bound (no shared prefix at all): the least loaded, as
     // least_outstanding would choose (a hash would place it at random, which queues worse).
-    if (best === -1 || bestMatch <= 0) {
-      best = this.leastLoaded(avoid);
-      bestMatch = this.matches[best] as number;
-    }
-    this.counts[bestMatch === longest ? (longest > 0 ? 'prefix_hit' : 'prefix_miss') : 'load_spill']++;
+    if (best === -1 || bestMatch <= 0) best = this.leastLoaded(avoid);
+    const chosenMatch = this.matches[best] as number;
+    const hit = bestMatch > 0 && chosenMatch >= least && chosenMatch >= longest - (byLoad ? 1 : 0);
+    this.counts[hit ? 'prefix_hit' : longest > 0 ? 'load_spill' : 'prefix_miss']++;
+    bestMatch = chosenMatch;
     this.blocksQueried += hashes.length;
     this.blocksMatched += bestMatch;
-    index.record(hashes, best);
+    if (this.share) {
+      index.record(hashes, best, this.added);
+      if (this.added.length > 0) {
+        this.share.publish(best, this.added);
+        this.blocksShared += this.added.length;
+        this.added.length = 0;
+      }
+    } else index.record(hashes, best);
     return best;
   }
 

@@ -72,5 +72,6 @@ function routingStatus(stats: RoutingStats): NonNullable<ModelStatus['routing']>
     decisions: stats.decisions,
     prefix_index_hit_rate: stats.blocksQueried > 0 ? stats.blocksMatched / stats.blocksQueried : null,
     prefix_index_entries: stats.indexEntries,
+    prefix_index_shared: { sent: stats.blocksShared, received: stats.blocksReceived },
   };
 }
