@@ -19,6 +19,11 @@ export interface SimStats {
   aborted: number;
   /** Bytes of SSE written so far, over all streams (shows whether a reader holds the engine back). */
   streamedBytes: number;
+  /**
+   * Chat requests in the server (read, running, waiting or streaming out) integrated over time,
+   * request-milliseconds: over an interval, its growth divided by the interval is the mean load.
+   */
+  loadMs: number;
 }
 
 /** How the sim server writes a stream. */
@@ -41,7 +46,10 @@ export interface SimServerOptions {
  */
 export class SimServer {
   readonly server: Server;
-  readonly stats: SimStats = { requests: 0, completed: 0, aborted: 0, streamedBytes: 0 };
+  readonly stats: SimStats = { requests: 0, completed: 0, aborted: 0, streamedBytes: 0, loadMs: 0 };
+  /** Chat requests in the server now, and when that last changed (for `stats.loadMs`). */
+  private inFlight = 0;
+  private inFlightSince = performance.now();
   private readonly simulator: Simulator;
 
   constructor(
@@ -109,17 +117,30 @@ export class SimServer {
       req.resume();
       // Between benchmark runs: a cold cache without restarting the process.
       if (!this.simulator.resetCache()) return this.sendJson(res, 409, { reset: false });
-      Object.assign(this.stats, { requests: 0, completed: 0, aborted: 0, streamedBytes: 0 });
+      this.countLoad(0);
+      Object.assign(this.stats, { requests: 0, completed: 0, aborted: 0, streamedBytes: 0, loadMs: 0 });
       return this.sendJson(res, 200, { reset: true });
     }
-    if (req.method === 'GET' && url === '/sim/stats')
+    if (req.method === 'GET' && url === '/sim/stats') {
+      this.countLoad(0);
       return this.sendJson(res, 200, { ...this.stats, ...this.simulator.load() });
+    }
     req.resume();
     this.sendJson(res, 404, { object: 'error', message: 'Not Found', type: 'NotFoundError', param: null, code: 404 });
   }
 
+  /** Adds the load since the last change to `stats.loadMs`, then changes the count by `change`. */
+  private countLoad(change: number): void {
+    const now = performance.now();
+    this.stats.loadMs += this.inFlight * (now - this.inFlightSince);
+    this.inFlightSince = now;
+    this.inFlight += change;
+  }
+
   private async chat(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.stats.requests++;
+    this.countLoad(1);
+    res.once('close', () => this.countLoad(-1));
     const body = await readBody(req);
     if (body === null) return this.refuse(res, new SimParameterError('The request body is too large.', null));
     let json: unknown;
