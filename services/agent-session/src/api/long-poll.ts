@@ -19,7 +19,13 @@ export async function readSessionWaiting(
   const waiter = deps.hub.register(sessionId);
   const stopListening = onClientGone(res, () => waiter.dispose());
   try {
-    let record = await deps.store.get(sessionId, org);
+    // Registers this replica on the session while it runs, so the turn's end is sent here. A turn
+    // this replica started (and registered on) and has not seen end needs no read at all.
+    const read = () => deps.store.getWatched(sessionId, org, deps.hub.replicaId);
+    const known = deps.hub.runningTurn(sessionId, org);
+    let record: SessionRecord | null = known
+      ? { sessionId, status: 'running', org, turnId: known, response: null, error: null }
+      : await read();
     while (record && record.status === 'running') {
       const outcome = await waiter.next(deadline);
       if (outcome === 'disposed') return 'aborted';
@@ -29,7 +35,7 @@ export async function readSessionWaiting(
       record =
         event && event.status !== 'deleted' && event.turn_id === record.turnId
           ? recordFromEvent({ ...event, status: event.status }, org)
-          : await deps.store.get(sessionId, org);
+          : await read();
       if (outcome === 'timeout') break;
     }
     return record;

@@ -63,6 +63,7 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
         org,
         { turnId, message: toStoredMessage(body.data), job: JSON.stringify(job) },
         { maxHistoryBytes: deps.maxHistoryBytes, ...limits },
+        deps.hub.replicaId,
       );
       if (result === 'missing') throw sessionErrors.notFound(sessionId);
       if (result === 'busy') throw sessionErrors.busy(sessionId);
@@ -74,6 +75,8 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
         await endUnconfirmed(deps, sessionId, org, turnId, err);
         throw sessionErrors.turnNotQueued(err);
       });
+      // A long-poll on this replica can wait for the turn's end without reading the session first.
+      deps.hub.noteStarted(sessionId, turnId, org);
     } catch (err) {
       stream?.release();
       throw err;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { SessionEventHub } from './session-event-hub';
-import { sessionEventsChannel } from './session-keys';
+import { replicaEventsChannel, sessionEventsChannel } from './session-keys';
 
 const prefix = `test-${randomUUID()}:`;
 let subscriber: Redis;
@@ -64,5 +64,51 @@ describe('SessionEventHub', () => {
     await expect(next).resolves.toBe('event');
     expect(waiter.lastEvent()).toMatchObject({ session_id: 's5', status: 'idle' });
     waiter.dispose();
+  });
+
+  describe('turns started on this replica', () => {
+    const ended = (sessionId: string, turnId: string) =>
+      publisher.publish(
+        replicaEventsChannel(prefix, hub.replicaId),
+        JSON.stringify({ session_id: sessionId, turn_id: turnId, status: 'idle' }),
+      );
+    const settle = () => new Promise((r) => setTimeout(r, 30));
+
+    it('knows the running turn until its end arrives on its own channel, and only for the same org', async () => {
+      hub.noteStarted('k1', 't1', 'org-a');
+      expect(hub.runningTurn('k1', 'org-a')).toBe('t1');
+      expect(hub.runningTurn('k1', 'org-b')).toBeNull();
+      expect(hub.runningTurn('k1', null)).toBeNull();
+      await ended('k1', 't0'); // a late end of an earlier turn changes nothing
+      await settle();
+      expect(hub.runningTurn('k1', 'org-a')).toBe('t1');
+      await ended('k1', 't1');
+      await settle();
+      expect(hub.runningTurn('k1', 'org-a')).toBeNull();
+    });
+
+    it('does not note a turn whose end overtook the reply to its send', async () => {
+      await ended('k2', 't2');
+      await settle();
+      hub.noteStarted('k2', 't2', null);
+      expect(hub.runningTurn('k2', null)).toBeNull();
+    });
+
+    it('forgets a deleted session, and everything after the subscriber reconnects', async () => {
+      hub.noteStarted('k3', 't3', null);
+      hub.noteStarted('k4', 't4', null);
+      await publisher.publish(sessionEventsChannel(prefix), JSON.stringify({ session_id: 'k3', status: 'deleted' }));
+      await settle();
+      expect(hub.runningTurn('k3', null)).toBeNull();
+      expect(hub.runningTurn('k4', null)).toBe('t4');
+      const waiter = hub.register('k4');
+      const woken = waiter.next(Date.now() + 5000);
+      subscriber.disconnect(true);
+      hub.noteStarted('k5', 't5', null); // while the subscriber is away: not noted
+      await expect(woken).resolves.toBe('event');
+      waiter.dispose();
+      expect(hub.runningTurn('k4', null)).toBeNull();
+      expect(hub.runningTurn('k5', null)).toBeNull();
+    });
   });
 });

@@ -1,5 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { sessionEventsChannel } from './session-keys';
+import { replicaEventsChannel, sessionEventsChannel } from './session-keys';
 
 /** A turn's end or a deletion, as published by the store's scripts. */
 export interface SessionEvent {
@@ -36,18 +37,34 @@ interface WaiterState {
   wake: ((outcome: WaitOutcome) => void) | null;
 }
 
+/** Most sessions whose running turn a replica remembers from its own sends (see runningTurn). */
+const MAX_STARTED = 100_000;
+/** Most ended turn ids a replica remembers: an end can overtake the reply to its own send. */
+const MAX_ENDED = 10_000;
+
 /** Longest delay setTimeout honours; later deadlines are waited for in steps. */
 const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Fans session events out to in-process long-polls over ONE Redis subscriber connection per
- * process: every replica subscribes to the single events channel, so thousands of waiters cost
- * a Map entry each, not a connection. After the subscriber reconnects every waiter is woken to
- * re-read its session, since events published while it was down are lost.
+ * process, so thousands of waiters cost a Map entry each, not a connection. It listens on two
+ * channels: this replica's own (`replicaId`), where a turn's end arrives when a long-poll here
+ * registered on its session (SessionStore.getWatched: the session hash's `waiters`), and the
+ * shared one, where deletions arrive, and the ends of turns no replica registered on (as
+ * published by builds before the registration). So a turn's end costs Redis one delivery per
+ * replica that waits on it, not one per replica. After the subscriber reconnects every waiter is
+ * woken to re-read (and register again), since events published while it was down are lost.
  */
 export class SessionEventHub {
+  /** This process's id among the API replicas, in the `waiters` of the sessions it waits on. */
+  readonly replicaId = randomUUID();
   private readonly waiters = new Map<string, Set<WaiterState>>();
+  /** Sessions whose turn this replica started (and registered on) and has not seen end, oldest first. */
+  private readonly startedTurns = new Map<string, { turnId: string; org: string | null }>();
+  /** The latest turn ids seen ending here, oldest first. */
+  private readonly ended = new Set<string>();
   private readonly channel: string;
+  private readonly ownChannel: string;
   private started: Promise<void> | null = null;
   private connectedOnce = false;
   private closed = false;
@@ -57,24 +74,25 @@ export class SessionEventHub {
     prefix: string,
   ) {
     this.channel = sessionEventsChannel(prefix);
+    this.ownChannel = replicaEventsChannel(prefix, this.replicaId);
   }
 
   /** Subscribes the channel; resolves once events flow. Call before serving long-polls. */
   start(): Promise<void> {
     this.started ??= (async () => {
       this.subscriber.on('message', (channel: string, message: string) => {
-        if (channel === this.channel) this.onMessage(message);
+        if (channel === this.channel || channel === this.ownChannel) this.onMessage(message);
       });
       this.subscriber.on('ready', () => {
         // Re-read only once the subscription is confirmed again, so no event falls in between.
         if (this.connectedOnce) {
-          this.subscriber.subscribe(this.channel).then(
+          this.subscriber.subscribe(this.channel, this.ownChannel).then(
             () => this.wakeAll(),
             () => this.wakeAll(),
           );
         }
       });
-      await this.subscriber.subscribe(this.channel);
+      await this.subscriber.subscribe(this.channel, this.ownChannel);
       this.connectedOnce = true;
     })();
     return this.started;
@@ -85,6 +103,28 @@ export class SessionEventHub {
     let total = 0;
     for (const set of this.waiters.values()) total += set.size;
     return total;
+  }
+
+  /**
+   * Notes that this replica started `turnId` on `sessionId` (registering itself among the
+   * session's `waiters` in the same step): until the turn's end arrives here, a long-poll here
+   * knows the session runs it without reading Redis (see runningTurn). Not while the subscriber is
+   * away (events may be lost then), nor for a turn whose end already arrived.
+   */
+  noteStarted(sessionId: string, turnId: string, org: string | null): void {
+    if (this.closed || this.subscriber.status !== 'ready' || this.ended.has(turnId)) return;
+    this.startedTurns.delete(sessionId);
+    this.startedTurns.set(sessionId, { turnId, org });
+    if (this.startedTurns.size > MAX_STARTED) this.startedTurns.delete(this.startedTurns.keys().next().value as string);
+  }
+
+  /**
+   * The turn `sessionId` runs, when this replica started it for `org` and has seen neither its end
+   * nor the session's deletion since (nor a reconnection of the subscriber); else null (read it).
+   */
+  runningTurn(sessionId: string, org: string | null): string | null {
+    const known = this.startedTurns.get(sessionId);
+    return known && known.org === org ? known.turnId : null;
   }
 
   /** Registers a waiter for `sessionId`; dispose it when the request ends. */
@@ -145,11 +185,26 @@ export class SessionEventHub {
       return;
     }
     if (typeof event?.session_id !== 'string') return;
+    this.forgetStarted(event);
     const set = this.waiters.get(event.session_id);
     if (set) for (const state of set) this.notify(state, event);
   }
 
+  /** A turn's end or a deletion: the session no longer runs the turn this replica noted. */
+  private forgetStarted(event: SessionEvent): void {
+    const known = this.startedTurns.get(event.session_id);
+    if (event.status === 'deleted' || typeof event.turn_id !== 'string') {
+      this.startedTurns.delete(event.session_id);
+      return;
+    }
+    if (known?.turnId === event.turn_id) this.startedTurns.delete(event.session_id);
+    this.ended.add(event.turn_id);
+    if (this.ended.size > MAX_ENDED) this.ended.delete(this.ended.values().next().value as string);
+  }
+
   private wakeAll(): void {
+    // Events may have been lost while the subscriber was away: what was noted is read again.
+    this.startedTurns.clear();
     for (const set of this.waiters.values()) for (const state of set) this.notify(state, null);
   }
 

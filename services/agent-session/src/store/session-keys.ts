@@ -95,6 +95,15 @@ export function sessionEventsChannel(prefix: string): string {
   return `${prefix}session-events`;
 }
 
+/**
+ * The events channel of one API replica (`replicaId`, random per process): a turn's end is
+ * published there for each replica whose long-polls registered on the session (the session hash's
+ * `waiters`), instead of to every replica on the shared channel; see SessionEventHub.
+ */
+export function replicaEventsChannel(prefix: string, replicaId: string): string {
+  return `${sessionEventsChannel(prefix)}:${replicaId}`;
+}
+
 /** Channel on which a deletion publishes `{ session_id, turn_id }` JSON of the turn it cancels. */
 export function turnCancelChannel(prefix: string): string {
   return `${prefix}turn-cancel`;

@@ -5,6 +5,7 @@ import { createSessionScript } from './lua/create-session.script';
 import { deleteSessionScript } from './lua/delete-session.script';
 import { startTurnScript } from './lua/start-turn.script';
 import { endTurnScript } from './lua/end-turn.script';
+import { watchSessionScript } from './lua/watch-session.script';
 import { RUNNING_SCORE } from './lua/scheduler.lua';
 import {
   schedulerOrg,
@@ -193,14 +194,22 @@ export class SessionStore {
       'error',
     );
     if (!status || owner !== (org ?? ORG_NONE)) return null;
-    return {
-      sessionId,
-      status: status as SessionStatus,
-      org,
-      turnId: status === 'running' ? turnId || null : null,
-      response: status !== 'running' && response ? (JSON.parse(response) as ChatMessage) : null,
-      error: status === 'error' ? (error ?? null) : null,
-    };
+    return sessionRecord(sessionId, org, status, turnId ?? null, response ?? null, error ?? null);
+  }
+
+  /**
+   * `get` for a long-poll of API replica `replicaId` (SessionEventHub.replicaId): while a turn
+   * runs, the replica is registered among the session's `waiters` in the same step, so the turn's
+   * end is published on its channel. One round trip, as `get`.
+   */
+  async getWatched(sessionId: string, org: string | null, replicaId: string): Promise<SessionRecord | null> {
+    const [status, turnId, response, error] = (await watchSessionScript.run(
+      this.redis,
+      [this.keys.session(sessionId)],
+      [org ?? ORG_NONE, replicaId],
+    )) as [string | null, string | null, string | null, string | null];
+    if (!status) return null;
+    return sessionRecord(sessionId, org, status, turnId ?? null, response ?? null, error ?? null);
   }
 
   /** The full history, oldest first, or null when the session is absent or another org's. */
@@ -245,12 +254,15 @@ export class SessionStore {
    * Moves an idle or errored session to running with `turnId`, appends `message` and queues the
    * turn (`job`, its JSON) for its organization, in one step; exactly one concurrent send wins.
    * `full` and `queue_full` write nothing; `waiting` is the organization's count of waiting turns then.
+   * `waiter`: the accepting API replica's id (SessionEventHub.replicaId), registered among the
+   * session's `waiters` so the turn's end is published on its channel.
    */
   async startTurn(
     sessionId: string,
     org: string | null,
     turn: { turnId: string; message: StoredMessage; job: string },
     limits: { maxHistoryBytes: number } & Omit<OrganizationTurnLimits, 'maxSessions'>,
+    waiter = '',
   ): Promise<{ result: StartTurnResult; waiting?: number }> {
     const json = JSON.stringify(turn.message);
     const [result, waiting] = (await startTurnScript.run(
@@ -277,6 +289,7 @@ export class SessionStore {
         limits.weight,
         limits.maxRunningTurns,
         RUNNING_SCORE,
+        waiter,
       ],
     )) as [StartTurnResult, number?];
     return waiting === undefined ? { result } : { result, waiting: Number(waiting) };
@@ -477,4 +490,23 @@ export function outcomeArgs(outcome: TurnOutcome): [string, string] {
 /** The messages a successful turn appends, one JSON each. */
 export function appendedMessages(outcome: TurnOutcome): string[] {
   return outcome.kind === 'success' ? outcome.append.map((message) => JSON.stringify(message)) : [];
+}
+
+/** A session as read: the running turn only while running, the response only while not, the error only in error. */
+function sessionRecord(
+  sessionId: string,
+  org: string | null,
+  status: string,
+  turnId: string | null,
+  response: string | null,
+  error: string | null,
+): SessionRecord {
+  return {
+    sessionId,
+    status: status as SessionStatus,
+    org,
+    turnId: status === 'running' ? turnId || null : null,
+    response: status !== 'running' && response ? (JSON.parse(response) as ChatMessage) : null,
+    error: status === 'error' ? (error ?? null) : null,
+  };
 }

@@ -1,8 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import { connect } from 'node:net';
 import request from 'supertest';
+import { Redis } from 'ioredis';
 import { sessionEventsChannel } from '../../src/store/session-store';
+import { replicaEventsChannel } from '../../src/store/session-keys';
 import { deleteKeys, serve, startReplica, testPrefix, type ApiReplica } from './api-harness';
 
 const prefix = testPrefix();
@@ -196,5 +199,137 @@ describe('GET /sessions/{id}?wait=true', () => {
     // 50 waiters, and still only the replica's own two connections (api, events).
     expect(clients).toHaveLength(2);
     agent.destroy();
+  });
+});
+
+describe("a turn's end reaches the replicas that wait on it, not every replica", () => {
+  /** Every message on the shared channel and on each replica's own, by channel, for `id`. */
+  async function listen(id: string): Promise<{ heard: Map<string, number>; stop: () => void }> {
+    const subscriber = new Redis('redis://127.0.0.1:6379');
+    const heard = new Map<string, number>();
+    const channels = [
+      sessionEventsChannel(prefix),
+      ...[a, b].map((r) => replicaEventsChannel(prefix, r.hub.replicaId)),
+    ];
+    subscriber.on('message', (channel: string, message: string) => {
+      if ((JSON.parse(message) as { session_id: string }).session_id === id)
+        heard.set(channel, (heard.get(channel) ?? 0) + 1);
+    });
+    await subscriber.subscribe(...channels);
+    return { heard, stop: () => subscriber.disconnect() };
+  }
+
+  /** Starts a turn on session `id` as an API replica of an earlier build did: registering no replica. */
+  async function startUnregistered(id: string, content = 'q'): Promise<string> {
+    const turnId = randomUUID();
+    const job = JSON.stringify({ session_id: id, turn_id: turnId, org_id: null, message: {}, accepted_at: 1 });
+    const limits = { maxHistoryBytes: 1 << 20, maxRunningTurns: 0, maxWaitingTurns: 0, weight: 1 };
+    const started = await b.store.startTurn(id, null, { turnId, message: { role: 'user', content }, job }, limits);
+    expect(started.result).toBe('ok');
+    return turnId;
+  }
+
+  /** Ends `turnId` in error and says on which channels its end was heard. */
+  async function heardOfEnd(id: string, turnId: string): Promise<Record<string, number>> {
+    const { heard, stop } = await listen(id);
+    try {
+      expect(await b.store.finishTurn(id, turnId, { kind: 'error', error: 'boom' })).toBe('applied');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return Object.fromEntries(heard);
+    } finally {
+      stop();
+    }
+  }
+
+  const newSession = async () => (await request(a.app).post('/sessions')).body.session_id as string;
+
+  it('publishes on the channel of the replica whose long-poll waits only, then nowhere once none waits', async () => {
+    const id = await newSession();
+    const turnId = await startUnregistered(id);
+    const pending = request(server.url)
+      .get(`/sessions/${id}?wait=true&timeout=10`)
+      .then((res) => res);
+    await waitersRegistered(1);
+    expect(await heardOfEnd(id, turnId)).toEqual({ [replicaEventsChannel(prefix, a.hub.replicaId)]: 1 });
+    expect((await pending).body.status).toBe('error');
+    // The next turn, started without a replica and with no long-poll on it: its end is published nowhere.
+    expect(await heardOfEnd(id, await startUnregistered(id, 'q2'))).toEqual({});
+  });
+
+  it('publishes on the channel of the replica that accepted the send, though no long-poll came', async () => {
+    const { id, turnId } = await runningSession();
+    expect(await heardOfEnd(id, turnId)).toEqual({ [replicaEventsChannel(prefix, a.hub.replicaId)]: 1 });
+  });
+
+  it('publishes on the shared channel for a session no replica of this build registered on (turns queued before an upgrade)', async () => {
+    // A long-poll of an earlier build reads without registering, and listens on the shared channel.
+    const id = await newSession();
+    expect(await heardOfEnd(id, await startUnregistered(id))).toEqual({ [sessionEventsChannel(prefix)]: 1 });
+  });
+
+  it('registers each waiting replica once, and wakes long-polls on both', async () => {
+    const { id, turnId } = await runningSession();
+    const { heard, stop } = await listen(id);
+    const serverB = await serve(b.app);
+    try {
+      const waits = [server.url, server.url, serverB.url].map((url) =>
+        request(url)
+          .get(`/sessions/${id}?wait=true&timeout=10`)
+          .then((res) => res),
+      );
+      for (let i = 0; i < 200 && (a.hub.size < 2 || b.hub.size < 1); i++) await new Promise((r) => setTimeout(r, 5));
+      const expected = `${a.hub.replicaId} ${b.hub.replicaId}`;
+      let waiters: string | null = null;
+      for (let i = 0; i < 200 && waiters !== expected; i++) {
+        waiters = await a.redis.hget(`${prefix}{sessions}:s:${id}`, 'waiters');
+        if (waiters !== expected) await new Promise((r) => setTimeout(r, 5));
+      }
+      expect(waiters).toBe(expected);
+      expect(await b.store.finishTurn(id, turnId, { kind: 'error', error: 'boom' })).toBe('applied');
+      for (const res of await Promise.all(waits)) expect(res.body).toMatchObject({ status: 'error', error: 'boom' });
+      expect(Object.fromEntries(heard)).toEqual({
+        [replicaEventsChannel(prefix, a.hub.replicaId)]: 1,
+        [replicaEventsChannel(prefix, b.hub.replicaId)]: 1,
+      });
+    } finally {
+      stop();
+      await serverB.close();
+    }
+  });
+});
+
+describe('a long-poll on the replica that accepted the send', () => {
+  it('waits for the turn without reading the session, and answers with its end', async () => {
+    const id = (await request(a.app).post('/sessions')).body.session_id as string;
+    expect((await request(a.app).post(`/sessions/${id}/messages`).send({ content: 'q' })).status).toBe(202);
+    const turnId = (await b.store.get(id, null))?.turnId ?? '';
+    const reads = jest.spyOn(a.store, 'getWatched');
+    try {
+      const pending = request(server.url)
+        .get(`/sessions/${id}?wait=true&timeout=10`)
+        .then((res) => res);
+      await waitersRegistered(1);
+      const reply = { role: 'assistant' as const, content: 'done' };
+      expect(await b.store.finishTurn(id, turnId, { kind: 'success', append: [reply], response: reply })).toBe(
+        'applied',
+      );
+      expect((await pending).body).toEqual({ session_id: id, status: 'idle', response: reply, error: null });
+      expect(reads).not.toHaveBeenCalled();
+      // Once ended, the next long-poll reads (and answers at once).
+      expect((await request(server.url).get(`/sessions/${id}?wait=true&timeout=10`)).body.status).toBe('idle');
+      expect(reads).toHaveBeenCalledTimes(1);
+    } finally {
+      reads.mockRestore();
+    }
+  });
+
+  it("reads for another organization's key, and answers 404", async () => {
+    const id = (await request(a.app).post('/sessions')).body.session_id as string;
+    expect((await request(a.app).post(`/sessions/${id}/messages`).send({ content: 'q' })).status).toBe(202);
+    // The harness runs without auth (org null): a noted turn under another org is not this caller's.
+    a.hub.noteStarted(id, 'not-this-one', 'org-x');
+    const res = await request(server.url).get(`/sessions/${id}?wait=true&timeout=1`);
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe('running');
   });
 });

@@ -174,14 +174,17 @@ end`;
  * `messages[first..]` (adding their bytes to history_bytes) and goes idle with `response` =
  * `text`; error goes to error with the message `text` and appends nothing, keeping the response
  * of the last successful turn. The turn's id and job are blanked (the job holds the webhook's
- * token, which must not outlive the turn), and the session's activity is now. Publishes the session event that wakes long-polls, with the outcome.
+ * token, which must not outlive the turn), and the session's activity is now. Publishes the
+ * session event that wakes long-polls, with the outcome: on the channel of each API replica whose
+ * long-polls registered on the session (`waiters`, cleared here), or, when none ever did (a
+ * session no long-poll of this build read), on the shared channel.
  * A turn another than its worker ends leaves an expiring marker (`ended:<tid>`). Returns 'applied'
  * or 'stale' (nothing written).
  */
 export const LUA_END_TURN = `
 local function endTurn(base, sid, tid, now, channel, ender, kind, text, markerTtlMs, messages, first)
   local skey = base .. 's:' .. sid
-  local s = redis.call('HMGET', skey, 'status', 'turn_id', 'history_bytes')
+  local s = redis.call('HMGET', skey, 'status', 'turn_id', 'history_bytes', 'waiters')
   if s[1] ~= 'running' or s[2] ~= tid then return 'stale' end
   local status = 'error'
   if kind == 'success' then
@@ -192,10 +195,10 @@ local function endTurn(base, sid, tid, now, channel, ender, kind, text, markerTt
       redis.call('RPUSH', base .. 'h:' .. sid, unpack(messages, i, math.min(i + 999, #messages)))
     end
     redis.call('HSET', skey, 'status', 'idle', 'response', text, 'updated_at', now, 'history_bytes', bytes,
-      'ended_turn', tid .. ' ' .. ender, 'turn_id', '', 'job', '')
+      'ended_turn', tid .. ' ' .. ender, 'turn_id', '', 'job', '', 'waiters', '')
   else
     redis.call('HSET', skey, 'status', 'error', 'error', text, 'updated_at', now, 'ended_turn', tid .. ' ' .. ender,
-      'turn_id', '', 'job', '')
+      'turn_id', '', 'job', '', 'waiters', '')
     redis.call('SADD', base .. 'errored', sid)
   end
   if ender ~= 'worker' then redis.call('SET', base .. 'ended:' .. tid, ender, 'PX', markerTtlMs) end
@@ -208,6 +211,11 @@ local function endTurn(base, sid, tid, now, channel, ender, kind, text, markerTt
     local kept = redis.call('HGET', skey, 'response')
     if kept then event.response = kept end
   end
-  redis.call('PUBLISH', channel, cjson.encode(event))
+  local message = cjson.encode(event)
+  if not s[4] then
+    redis.call('PUBLISH', channel, message)
+  else
+    for replica in string.gmatch(s[4], '%S+') do redis.call('PUBLISH', channel .. ':' .. replica, message) end
+  end
   return 'applied'
 end`;

@@ -15,7 +15,8 @@ import { LUA_ACTIVATE } from './scheduler.lua';
  * ARGV[5] now (ms), ARGV[6] message JSON, ARGV[7] its length in bytes, ARGV[8] the most bytes a
  * history may hold, ARGV[9] the turn's job JSON, ARGV[10] the most turns the organization may have
  * waiting (0 = no limit), ARGV[11] its weight, ARGV[12] its cap on running turns (0 = none),
- * ARGV[13] the activity score of a running session
+ * ARGV[13] the activity score of a running session, ARGV[14] the accepting API replica's id, put in
+ * `waiters` so the turn's end is published on its channel ('' = none; see SessionEventHub)
  * returns { 'ok' }, { 'missing' } (absent or another org's), { 'busy' } (a turn is running),
  * { 'full' } (the message would take the history past ARGV[8]; sessions made before the count start
  * at 0) or { 'queue_full', waiting } (the organization has ARGV[10] turns waiting)
@@ -32,7 +33,12 @@ local o = redis.call('HMGET', KEYS[5], 'waiting', 'running', 'cap', 'vt')
 local waiting = tonumber(o[1] or '0')
 local maxWaiting = tonumber(ARGV[10])
 if maxWaiting > 0 and waiting >= maxWaiting then return { 'queue_full', waiting } end
-redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held, 'job', ARGV[9])
+if ARGV[14] and ARGV[14] ~= '' then
+  redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held, 'job', ARGV[9],
+    'waiters', ARGV[14])
+else
+  redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held, 'job', ARGV[9])
+end
 if s[1] == 'error' then
   redis.call('HDEL', KEYS[1], 'error')
   redis.call('SREM', KEYS[4], sid)
