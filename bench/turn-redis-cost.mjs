@@ -7,17 +7,21 @@
 // pass of its own, the commands per turn by cause (BullMQ, the session scripts, long-poll reads,
 // the worker registry, pub/sub, the gateway call); then a governed chat request's Redis work
 // (wrk, or a Node loop, against the gateway alone). Then new ÷ base.
-// Usage: node bench/turn-redis-cost.mjs [--base DIR] [--seconds 10] [--clients 32] [--rounds 2]
+// Usage: node bench/turn-redis-cost.mjs [--base DIR] [--seconds 10] [--clients 32] [--rounds 2] [--apis 2] [--workers 2]
+//   --apis, --workers: the session API replicas and workers (4 agent processes each) of each platform.
 import { resolve } from 'node:path';
 import http from 'node:http';
 import { benchArgs } from './lib/args.mjs';
 import { CAUSES, clientNames, monitorCauses } from './lib/redis-monitor.mjs';
 import { perUnit, quantile, sessionClient, startSessionPlatform } from './lib/session-rig.mjs';
 
-const args = benchArgs('node bench/turn-redis-cost.mjs [--base DIR] [--seconds 10] [--clients 32] [--rounds 2]', {
-  numbers: { seconds: 10, clients: 32, rounds: 2 },
-  strings: { base: null },
-});
+const args = benchArgs(
+  'node bench/turn-redis-cost.mjs [--base DIR] [--seconds 10] [--clients 32] [--rounds 2] [--apis 2] [--workers 2]',
+  {
+    numbers: { seconds: 10, clients: 32, rounds: 2, apis: 2, workers: 2 },
+    strings: { base: null },
+  },
+);
 const builds = { new: resolve(new URL('..', import.meta.url).pathname) };
 if (args.base) builds.base = resolve(args.base);
 
@@ -29,7 +33,7 @@ for (const [name, root] of Object.entries(builds)) {
 report();
 
 async function measure(root) {
-  const platform = await startSessionPlatform(root, { apis: 2, workers: 2, concurrency: 4 });
+  const platform = await startSessionPlatform(root, { apis: args.apis, workers: args.workers, concurrency: 4 });
   try {
     const org = await platform.organization('cost');
     const client = sessionClient(platform.apiUrls, org.key);
