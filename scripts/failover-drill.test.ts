@@ -31,7 +31,11 @@ describe.each(['switchover', 'kill'] as const)('what clients saw around the %s',
   it('answers succeeded again within 10 s, on both services', () => {
     expect(seen.answers).toBeGreaterThan(0);
     expect(seen.recoveredAfterMs.chat).toBeLessThan(RECOVERY_GOAL_MS);
-    expect(seen.recoveredAfterMs.sessions).toBeLessThan(RECOVERY_GOAL_MS);
+    // Failing, it names the phase's session answers (kind, status, ms from the event), to say why.
+    if (!(seen.recoveredAfterMs.sessions < RECOVERY_GOAL_MS))
+      throw new Error(
+        `sessions answered well again after ${seen.recoveredAfterMs.sessions} ms: ${seen.sessionAnswers.join(', ')}`,
+      );
   });
 
   it('meanwhile, every failure was a 503 (or a budget 429) with retry-after, and nothing hung', () => {

@@ -78,6 +78,11 @@ export interface PhaseFigures {
   lostWrites: number;
   /** The time those lost writes span, ms (0 when none was lost). */
   lostWindowMs: number;
+  /**
+   * The session answers of the phase, oldest first, as `<kind> <status> <ms from the event to the
+   * answer>` (the last 40): what to read when the sessions did not recover.
+   */
+  sessionAnswers: string[];
 }
 
 /** Everything the drill measured. */
@@ -365,6 +370,11 @@ function summarize(answers: readonly Answer[], from: number, to: number) {
     unclear,
     slowestFailureMs,
     hangs,
+    sessionAnswers: inPhase
+      .filter((a) => a.kind !== 'chat')
+      .sort((a, b) => a.t1 - b.t1)
+      .slice(-40)
+      .map((a) => `${a.kind} ${a.status} ${Math.round(a.t1 - from)}`),
   };
 }
 
