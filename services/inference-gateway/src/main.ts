@@ -19,6 +19,9 @@ import { buildGatewayTelemetry } from './observability/gateway-telemetry';
 import { LiveRelays } from './streaming/live-relays';
 import { PromptTokenCounter } from './tokenizer/count-tokens';
 
+/** Longest the start waits for the prefix index share's subscription before listening, ms. */
+const SHARE_SUBSCRIBE_WAIT_MS = 5000;
+
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
   // Before anything else, so the SDK is in place when the first request arrives.
@@ -34,7 +37,9 @@ async function main(): Promise<void> {
     `${config.redisPrefix}routing:prefix-index`,
     logger,
   );
-  indexShare.start().catch((err: Error) => logger.warn('prefix index share: subscribe failed', { error: err.message }));
+  const shareSubscribed = indexShare.start().catch((err: Error) => {
+    logger.warn('prefix index share: subscribe failed', { error: err.message });
+  });
   const engines = new EngineRegistry({ ...engineContextOf(config), indexShare });
   catalog.subscribe((models) => engines.sync(models));
   followCatalogChanges(catalog, logger, config.catalogWatch);
@@ -57,6 +62,9 @@ async function main(): Promise<void> {
       ? await startMetricsServer(telemetry.metrics.registry, config.metricsPort, config.metricsHost, config)
       : null;
   // Connection limits and timeouts come from the config (see buildApp / createHttpServer).
+  // Listening once subscribed, so a replica that answers also hears the others' records from its
+  // first request on (the share is a hint: a Redis that is slow to answer holds the start SHARE_SUBSCRIBE_WAIT_MS at most).
+  await Promise.race([shareSubscribed, new Promise((resolve) => setTimeout(resolve, SHARE_SUBSCRIBE_WAIT_MS).unref())]);
   const server = await listen(app, config.port, config.host);
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;

@@ -71,6 +71,11 @@ describe('two gateway replicas share the prefix index', () => {
       { role: 'system', content: SYSTEM },
       { role: 'user', content: `Conversation ${i}: which bearings fit the model ${i * 7919} gearbox? `.repeat(8) },
     ]);
+    // Each gateway replica listens only once subscribed (main.ts): both are on the channel.
+    const redis = createRedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { name: 'test-numsub' });
+    const [, subscribers] = (await redis.call('PUBSUB', 'NUMSUB', `${prefix}routing:prefix-index`)) as [string, number];
+    await redis.quit();
+    expect(subscribers).toBe(2);
     const homes: number[] = [];
     for (const messages of conversations) homes.push(await turn(first, messages));
     const sent = /tollway_routing_prefix_index_shared_blocks_total\{[^}]*direction="sent"/;
