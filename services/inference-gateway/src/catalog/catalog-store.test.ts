@@ -87,6 +87,26 @@ describe('catalog', () => {
       /engine\.routing\.load_factor/,
     ],
     [
+      'a load bound floor of zero',
+      `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ min_load_bound: 0 }'))}`,
+      /engine\.routing\.min_load_bound/,
+    ],
+    [
+      'a fractional load bound floor',
+      `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ min_load_bound: 2.5 }'))}`,
+      /engine\.routing\.min_load_bound/,
+    ],
+    [
+      'a huge load bound floor',
+      `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ min_load_bound: 1e300 }'))}`,
+      /engine\.routing\.min_load_bound/,
+    ],
+    [
+      'a share_index that is not a boolean',
+      `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ share_index: "yes" }'))}`,
+      /engine\.routing\.share_index/,
+    ],
+    [
       'a staleness bound shorter than the scrape interval',
       `models:${entry('a/b').replace('{ kind: simulated }', ROUTED.replace('ROUTING', '{ scrape_interval_ms: 5000, max_staleness_ms: 1000 }'))}`,
       /engine\.routing\.max_staleness_ms: max_staleness_ms must be at least scrape_interval_ms/,

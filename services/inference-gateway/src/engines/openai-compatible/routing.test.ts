@@ -104,6 +104,16 @@ describe('prefix_cache routing', () => {
     expect(routing.stats().decisions.load_spill).toBe(1);
   });
 
+  it('with a shared index, never takes a replica holding nothing of the prompt for a one-block match', () => {
+    const loads = [3, 0, 0, 0];
+    const routing = router('prefix_cache', loads, { min_load_bound: 8 });
+    routing.shareThrough({ publish: () => undefined, close: () => undefined });
+    const prompt = request('one block', 2);
+    routing.applyShared(0, promptBlockHashes(prompt.messages, 16, 128).slice(0, 1));
+    expect(routing.choose(prompt)).toBe(0);
+    expect(routing.stats().decisions.prefix_hit).toBe(1);
+  });
+
   it('sends a prompt sharing nothing known to the least loaded replica, as least_outstanding would', () => {
     const loads = [3, 1, 0, 2];
     const routing = router('prefix_cache', loads);

@@ -153,7 +153,8 @@ export class ReplicaRouter {
     // chain hash of the second block past the match, for that same straddling block.
     const key = (hashes[Math.min(Math.max(0, bestMatch) + 1, hashes.length - 1)] ?? 0) >>> 0;
     const byLoad = this.share !== null;
-    const least = byLoad ? bestMatch - 1 : bestMatch;
+    // (Never down to no match at all: a replica that holds nothing of the prompt is not a hit.)
+    const least = byLoad ? Math.max(1, bestMatch - 1) : bestMatch;
     let best = -1;
     let bestLoad = Number.POSITIVE_INFINITY;
     let bestWeight = -1;
@@ -179,14 +180,12 @@ export class ReplicaRouter {
     bestMatch = chosenMatch;
     this.blocksQueried += hashes.length;
     this.blocksMatched += bestMatch;
-    if (this.share) {
-      index.record(hashes, best, this.added);
-      if (this.added.length > 0) {
-        this.share.publish(best, this.added);
-        this.blocksShared += this.added.length;
-        this.added.length = 0;
-      }
-    } else index.record(hashes, best);
+    index.record(hashes, best, this.share ? this.added : undefined);
+    if (this.share && this.added.length > 0) {
+      this.share.publish(best, this.added);
+      this.blocksShared += this.added.length;
+      this.added.length = 0;
+    }
     return best;
   }
 
