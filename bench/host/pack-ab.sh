@@ -21,7 +21,7 @@ for build in new base; do
 done
 find "$b" -name '*.map' -delete -o -name '*.d.ts' -delete -o -name '*.md' -delete 2>/dev/null || true
 hardlink -q "$b" >/dev/null 2>&1 || true
-cp "$here/turn-cost-ab.sh" "$here/instant-engine.mjs" "$here/turn-load.mjs" "$b/"
+cp "$here/turn-cost-ab.sh" "$here/instant-engine.mjs" "$here/turn-load.mjs" "$here/slowlog.mjs" "$b/"
 tar -cJf "$out" -C "$work" bundle
 rm -rf "$work"
 ls -la "$out"

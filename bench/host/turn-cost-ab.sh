@@ -6,7 +6,8 @@
 # cores, C clients each with a session of its own, one API each, send + long-poll). Prints each run's
 # turns/s, round trip p50/p99, Redis CPU per turn (INFO used_cpu_sys + used_cpu_user) and commands per
 # turn, then the medians and new / base. Runs in the folder pack-ab.sh made (bundle/).
-# Usage: bundle/turn-cost-ab.sh (ROUNDS=2 SECS=10 W=6 C=64 OUT=dir from the environment)
+# With SLOWLOG=1, each run then logs every command for 3 s more and prints Redis's own time per turn by
+# command and by script (slowlog.mjs). Usage: bundle/turn-cost-ab.sh (ROUNDS=2 SECS=10 W=6 C=64 OUT=dir SLOWLOG= from the environment)
 set -u
 P=$(cd "$(dirname "$0")" && pwd); OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-2}; SECS=${SECS:-10}; W=${W:-6}; C=${C:-64}
@@ -57,6 +58,12 @@ run() { # build round
   for a in 1 2 3; do U=http://127.0.0.1:1910$a KEY=$KEY C=$C SECS=$SECS taskset -c "$(core $((NC - 4 + a)))" $NODE "$P/turn-load.mjs" >"$OUT/load-$1-$2-$a.txt" 2>&1 & lp+=($!); done
   wait "${lp[@]}"
   t1=$(date +%s.%N); c1=$(rcpu); k1=$(rcmd)
+  if [ -n "${SLOWLOG:-}" ]; then # Redis's own time by command and script, from a pass of its own
+    BUILD=$B $NODE "$P/slowlog.mjs" start; lp=()
+    for a in 1 2 3; do U=http://127.0.0.1:1910$a KEY=$KEY C=$C SECS=3 taskset -c "$(core $((NC - 4 + a)))" $NODE "$P/turn-load.mjs" >"$OUT/slow-$1-$2-$a.txt" 2>&1 & lp+=($!); done
+    wait "${lp[@]}"
+    BUILD=$B TURNS=$(cat "$OUT"/slow-$1-$2-*.txt | sed -n 's/.*turns=\([0-9]*\).*/\1/p' | awk '{s+=$1} END{print s}') $NODE "$P/slowlog.mjs" report | sed "s/^/$1 round $2 /" | tee -a "$OUT/slowlog.txt"
+  fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; pkill -f turn-child 2>/dev/null; sleep 1
   cat "$OUT"/load-$1-$2-*.txt | awk -v b="$1" -v r="$2" -v c="$(awk "BEGIN{print $c1-$c0}")" -v k=$((k1 - k0)) -v dt="$(awk "BEGIN{print $t1-$t0}")" -v secs="$SECS" '
     { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } n += v["turns"]; e += v["errors"]; if (v["p50"] > p50) p50 = v["p50"]; if (v["p99"] > p99) p99 = v["p99"] }

@@ -20,12 +20,17 @@ export async function readSessionWaiting(
   const stopListening = onClientGone(res, () => waiter.dispose());
   try {
     // Registers this replica on the session while it runs, so the turn's end is sent here. A turn
-    // this replica started (and registered on) and has not seen end needs no read at all.
+    // this replica started (and registered on) and has not seen end needs no read at all; one it
+    // saw end (the end overtook this long-poll) needs a plain read, and the registering one only
+    // if a turn started elsewhere since.
     const read = () => deps.store.getWatched(sessionId, org, deps.hub.replicaId);
     const known = deps.hub.runningTurn(sessionId, org);
-    let record: SessionRecord | null = known
-      ? { sessionId, status: 'running', org, turnId: known, response: null, error: null }
-      : await read();
+    let record: SessionRecord | null;
+    if (known) record = { sessionId, status: 'running', org, turnId: known, response: null, error: null };
+    else if (deps.hub.endedHere(sessionId, org)) {
+      record = await deps.store.get(sessionId, org);
+      if (record?.status === 'running') record = await read();
+    } else record = await read();
     while (record && record.status === 'running') {
       const outcome = await waiter.next(deadline);
       if (outcome === 'disposed') return 'aborted';

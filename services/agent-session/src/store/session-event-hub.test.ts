@@ -94,13 +94,41 @@ describe('SessionEventHub', () => {
       expect(hub.runningTurn('k2', null)).toBeNull();
     });
 
+    it('knows a turn it started has ended, until its next send here, a deletion or a reconnection', async () => {
+      hub.noteStarted('e1', 'et1', 'org-a');
+      expect(hub.endedHere('e1', 'org-a')).toBe(false);
+      await ended('e1', 'et0'); // an earlier turn's late end is not this turn's
+      await settle();
+      expect(hub.endedHere('e1', 'org-a')).toBe(false);
+      await ended('e1', 'et1');
+      await settle();
+      expect(hub.endedHere('e1', 'org-a')).toBe(true);
+      expect(hub.endedHere('e1', 'org-b')).toBe(false);
+      expect(hub.endedHere('e1', null)).toBe(false);
+      hub.noteStarted('e1', 'et2', 'org-a');
+      expect(hub.endedHere('e1', 'org-a')).toBe(false);
+      await ended('e1', 'et2');
+      await settle();
+      expect(hub.endedHere('e1', 'org-a')).toBe(true);
+      await publisher.publish(sessionEventsChannel(prefix), JSON.stringify({ session_id: 'e1', status: 'deleted' }));
+      await settle();
+      expect(hub.endedHere('e1', 'org-a')).toBe(false);
+      // an end of a turn it did not start here says nothing
+      await ended('e2', 'et9');
+      await settle();
+      expect(hub.endedHere('e2', null)).toBe(false);
+    });
+
     it('forgets a deleted session, and everything after the subscriber reconnects', async () => {
       hub.noteStarted('k3', 't3', null);
       hub.noteStarted('k4', 't4', null);
+      hub.noteStarted('k6', 't6', null);
+      await ended('k6', 't6');
       await publisher.publish(sessionEventsChannel(prefix), JSON.stringify({ session_id: 'k3', status: 'deleted' }));
       await settle();
       expect(hub.runningTurn('k3', null)).toBeNull();
       expect(hub.runningTurn('k4', null)).toBe('t4');
+      expect(hub.endedHere('k6', null)).toBe(true);
       const waiter = hub.register('k4');
       const woken = waiter.next(Date.now() + 5000);
       subscriber.disconnect(true);
@@ -109,6 +137,7 @@ describe('SessionEventHub', () => {
       waiter.dispose();
       expect(hub.runningTurn('k4', null)).toBeNull();
       expect(hub.runningTurn('k5', null)).toBeNull();
+      expect(hub.endedHere('k6', null)).toBe(false);
     });
   });
 });

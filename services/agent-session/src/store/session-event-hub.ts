@@ -63,6 +63,12 @@ export class SessionEventHub {
   private readonly startedTurns = new Map<string, { turnId: string; org: string | null }>();
   /** The latest turn ids seen ending here, oldest first. */
   private readonly ended = new Set<string>();
+  /**
+   * Sessions whose turn this replica started and then saw end, with the turn's org, oldest first:
+   * a long-poll that comes after the end (the end overtook it) finds the session not running, so
+   * a plain read does and no registration is needed (see endedHere).
+   */
+  private readonly endedStarted = new Map<string, string | null>();
   private readonly channel: string;
   private readonly ownChannel: string;
   private started: Promise<void> | null = null;
@@ -112,6 +118,7 @@ export class SessionEventHub {
    * away (events may be lost then), nor for a turn whose end already arrived.
    */
   noteStarted(sessionId: string, turnId: string, org: string | null): void {
+    this.endedStarted.delete(sessionId);
     if (this.closed || this.subscriber.status !== 'ready' || this.ended.has(turnId)) return;
     this.startedTurns.delete(sessionId);
     this.startedTurns.set(sessionId, { turnId, org });
@@ -125,6 +132,17 @@ export class SessionEventHub {
   runningTurn(sessionId: string, org: string | null): string | null {
     const known = this.startedTurns.get(sessionId);
     return known && known.org === org ? known.turnId : null;
+  }
+
+  /**
+   * True when this replica started the turn `sessionId` last ran for `org` (as far as it knows) and
+   * has seen that turn end since, with no deletion or reconnection in between: the session most
+   * likely does not run now, so a long-poll reads it without registering (SessionStore.get), and
+   * registers only if it finds a turn started elsewhere since. A hint, never an answer: the session
+   * is still read.
+   */
+  endedHere(sessionId: string, org: string | null): boolean {
+    return this.endedStarted.has(sessionId) && this.endedStarted.get(sessionId) === org;
   }
 
   /** Registers a waiter for `sessionId`; dispose it when the request ends. */
@@ -195,9 +213,17 @@ export class SessionEventHub {
     const known = this.startedTurns.get(event.session_id);
     if (event.status === 'deleted' || typeof event.turn_id !== 'string') {
       this.startedTurns.delete(event.session_id);
+      this.endedStarted.delete(event.session_id);
       return;
     }
-    if (known?.turnId === event.turn_id) this.startedTurns.delete(event.session_id);
+    if (known?.turnId === event.turn_id) {
+      this.startedTurns.delete(event.session_id);
+      this.endedStarted.delete(event.session_id);
+      this.endedStarted.set(event.session_id, known.org);
+      if (this.endedStarted.size > MAX_STARTED) {
+        this.endedStarted.delete(this.endedStarted.keys().next().value as string);
+      }
+    }
     this.ended.add(event.turn_id);
     if (this.ended.size > MAX_ENDED) this.ended.delete(this.ended.values().next().value as string);
   }
@@ -205,6 +231,7 @@ export class SessionEventHub {
   private wakeAll(): void {
     // Events may have been lost while the subscriber was away: what was noted is read again.
     this.startedTurns.clear();
+    this.endedStarted.clear();
     for (const set of this.waiters.values()) for (const state of set) this.notify(state, null);
   }
 

@@ -315,10 +315,51 @@ describe('a long-poll on the replica that accepted the send', () => {
       );
       expect((await pending).body).toEqual({ session_id: id, status: 'idle', response: reply, error: null });
       expect(reads).not.toHaveBeenCalled();
-      // Once ended, the next long-poll reads (and answers at once).
-      expect((await request(server.url).get(`/sessions/${id}?wait=true&timeout=10`)).body.status).toBe('idle');
-      expect(reads).toHaveBeenCalledTimes(1);
+      // Once ended here, the next long-poll reads plainly (and answers at once), registering nothing.
+      const plain = jest.spyOn(a.store, 'get');
+      try {
+        expect((await request(server.url).get(`/sessions/${id}?wait=true&timeout=10`)).body.status).toBe('idle');
+        expect(plain).toHaveBeenCalledTimes(1);
+        expect(reads).not.toHaveBeenCalled();
+      } finally {
+        plain.mockRestore();
+      }
     } finally {
+      reads.mockRestore();
+    }
+  });
+
+  it('reads plainly when the end overtook the long-poll, and registers when a turn started elsewhere since', async () => {
+    const id = (await request(a.app).post('/sessions')).body.session_id as string;
+    expect((await request(a.app).post(`/sessions/${id}/messages`).send({ content: 'q' })).status).toBe(202);
+    const first = (await b.store.get(id, null))?.turnId ?? '';
+    const reply = { role: 'assistant' as const, content: 'first' };
+    expect(await b.store.finishTurn(id, first, { kind: 'success', append: [reply], response: reply })).toBe('applied');
+    for (let i = 0; i < 200 && !a.hub.endedHere(id, null); i++) await new Promise((r) => setTimeout(r, 5));
+    expect(a.hub.endedHere(id, null)).toBe(true);
+    // The end reached replica a before its long-poll: a plain read answers, with nothing registered.
+    const plain = jest.spyOn(a.store, 'get');
+    const reads = jest.spyOn(a.store, 'getWatched');
+    try {
+      const res = await request(server.url).get(`/sessions/${id}?wait=true&timeout=10`);
+      expect(res.body).toEqual({ session_id: id, status: 'idle', response: reply, error: null });
+      expect([plain.mock.calls.length, reads.mock.calls.length]).toEqual([1, 0]);
+      expect(await a.redis.hget(`${prefix}{sessions}:s:${id}`, 'waiters')).toBe('');
+      // Another replica starts the next turn: a's hint is stale, its plain read finds the turn
+      // running, and the registering read follows, so the turn's end is published to a.
+      expect((await request(b.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
+      const second = (await b.store.get(id, null))?.turnId ?? '';
+      const pending = request(server.url)
+        .get(`/sessions/${id}?wait=true&timeout=10`)
+        .then((r) => r);
+      await waitersRegistered(1);
+      for (let i = 0; i < 200 && reads.mock.calls.length < 1; i++) await new Promise((r) => setTimeout(r, 5));
+      expect([plain.mock.calls.length, reads.mock.calls.length]).toEqual([2, 1]);
+      expect((await a.redis.hget(`${prefix}{sessions}:s:${id}`, 'waiters'))?.split(' ')).toContain(a.hub.replicaId);
+      expect(await b.store.finishTurn(id, second, { kind: 'error', error: 'boom' })).toBe('applied');
+      expect((await pending).body).toEqual({ session_id: id, status: 'error', response: reply, error: 'boom' });
+    } finally {
+      plain.mockRestore();
       reads.mockRestore();
     }
   });
