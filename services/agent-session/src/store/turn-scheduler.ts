@@ -14,9 +14,11 @@ import {
 import { schedulerOrg, sessionEventsChannel, sessionKeyBase, sessionKeys, type SessionKeys } from './session-keys';
 import {
   DEFAULT_EVENT_LOG_RETENTION,
+  streamKeys,
   turnEndLogArg,
   turnEndLogArgs,
   type EventLogRetention,
+  type StreamKeys,
   type TurnEndEvents,
 } from './event-log-keys';
 
@@ -30,7 +32,7 @@ export interface ClaimedTurn {
   jobJson: string;
   /** The session's history, ending with the turn's own message. */
   history: StoredMessage[];
-  /** The session had readers of its event stream when the turn was claimed. */
+  /** The session had readers of its event stream when the turn's history was read (right after its claim). */
   watched: boolean;
 }
 
@@ -82,6 +84,7 @@ export class TurnScheduler {
   private readonly base: string;
   private readonly keys: SessionKeys;
   private readonly eventsChannel: string;
+  private readonly streams: StreamKeys;
 
   constructor(
     private readonly redis: Redis,
@@ -95,6 +98,7 @@ export class TurnScheduler {
     this.base = sessionKeyBase(prefix);
     this.keys = sessionKeys(prefix);
     this.eventsChannel = sessionEventsChannel(prefix);
+    this.streams = streamKeys(prefix);
   }
 
   /**
@@ -176,31 +180,32 @@ export class TurnScheduler {
   }
 
   /**
-   * The claimed turns of a claim's reply, each with its session's history, read in one pipeline
-   * (a running session's history does not change until its turn ends; a session deleted since
-   * reads empty, and its turn is cancelled). The claim leased the turns to this worker: with
-   * `leases`, they are held (heartbeated) from the reply on, and a read that meets a Redis outage
-   * is tried again until Redis answers, so an outage at the claim does not cost the turns. A read
-   * given up on (or without `leases`) leaves them to lapse: the reaper ends them, as for a claim
-   * whose reply was lost.
+   * The claimed turns of a claim's reply, each with its session's history and whether the session
+   * has readers of its event stream (its turn's events are then written, and its model calls
+   * streamed, from the start), read in one pipeline (a running session's history does not change
+   * until its turn ends; a session deleted since reads empty, and its turn is cancelled). The claim
+   * leased the turns to this worker: with `leases`, they are held (heartbeated) from the reply on,
+   * and a read that meets a Redis outage is tried again until Redis answers, so an outage at the
+   * claim does not cost the turns. A read given up on (or without `leases`) leaves them to lapse:
+   * the reaper ends them, as for a claim whose reply was lost.
    */
   private async withHistories(reply: unknown): Promise<ClaimedTurn[]> {
-    const claimed = ((reply as Array<[string, string, string, string, number]> | null) ?? []).map(
-      ([sessionId, turnId, org, jobJson, watched]) => ({
+    const claimed = ((reply as Array<[string, string, string, string]> | null) ?? []).map(
+      ([sessionId, turnId, org, jobJson]) => ({
         sessionId,
         turnId,
         orgId: org === '' ? null : org,
         jobJson,
-        watched: Number(watched) === 1,
       }),
     );
     if (claimed.length === 0) return [];
     for (const turn of claimed) this.leases?.hold(turn.sessionId, turn.turnId, turn.orgId);
     try {
-      const histories = await this.readHistories(claimed.map((turn) => turn.sessionId));
+      const reads = await this.readHistories(claimed.map((turn) => turn.sessionId));
       return claimed.map((turn, i) => ({
         ...turn,
-        history: (histories[i] ?? []).map((item) => JSON.parse(item) as StoredMessage),
+        history: (reads[i]?.history ?? []).map((item) => JSON.parse(item) as StoredMessage),
+        watched: reads[i]?.watched ?? false,
       }));
     } catch (err) {
       for (const turn of claimed) this.leases?.forget(turn.sessionId, turn.turnId, turn.orgId);
@@ -208,19 +213,26 @@ export class TurnScheduler {
     }
   }
 
-  /** The histories of `sessionIds`, in one pipeline; tried again while Redis does not answer when leases are held. */
-  private async readHistories(sessionIds: string[]): Promise<string[][]> {
+  /**
+   * The histories of `sessionIds` and whether each has readers, in one pipeline; tried again while
+   * Redis does not answer when leases are held.
+   */
+  private async readHistories(sessionIds: string[]): Promise<Array<{ history: string[]; watched: boolean }>> {
     const startedAt = Date.now();
     for (let attempt = 0; ; attempt++) {
       try {
         const pipeline = this.redis.pipeline();
-        for (const id of sessionIds) pipeline.lrange(this.keys.history(id), 0, -1);
+        for (const id of sessionIds) pipeline.lrange(this.keys.history(id), 0, -1).exists(this.streams.watch(id));
         const results = (await pipeline.exec()) ?? [];
-        return sessionIds.map((_, i) => {
-          const [err, items] = results[i] ?? [new Error('no reply'), null];
+        const reply = (at: number): unknown => {
+          const [err, value] = results[at] ?? [new Error('no reply'), null];
           if (err) throw err;
-          return items as string[];
-        });
+          return value;
+        };
+        return sessionIds.map((_, i) => ({
+          history: reply(2 * i) as string[],
+          watched: Number(reply(2 * i + 1)) === 1,
+        }));
       } catch (err) {
         if (!this.leases || Date.now() - startedAt >= HISTORY_RETRY_FOR_MS) throw err;
         const delay = HISTORY_RETRY_DELAYS_MS[Math.min(attempt, HISTORY_RETRY_DELAYS_MS.length - 1)] as number;

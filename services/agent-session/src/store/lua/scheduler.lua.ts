@@ -82,7 +82,7 @@ end`;
 
 /**
  * `claimOne(base, leaseUntil, pending)`: dispatches one turn in fair order and leases it until
- * `leaseUntil`: { session id, turn id, org, job JSON, 1 if the session has readers else 0 }; nil when no organization is
+ * `leaseUntil`: { session id, turn id, org, job JSON }; nil when no organization is
  * ready; false for an organization ready with an empty queue (dropped from the ready set). Second
  * result: true when the organization stays ready (so others may still be waiting). `pending.org`
  * names an organization one of whose turns just ended and whose running slot is still to give back
@@ -131,10 +131,9 @@ local function claimOne(base, leaseUntil, pending)
   local sid = string.sub(member, 1, sep - 1)
   local tid = string.sub(member, sep + 1, bar - 1)
   redis.call('ZADD', base .. 'leases', leaseUntil, sid .. ':' .. tid .. ':' .. org)
-  -- Whether the session has readers: its turn's events are written (and its model calls streamed)
-  -- from the start, with no check of the worker's own.
-  local watched = redis.call('EXISTS', base .. 'watch:' .. sid)
-  return { sid, tid, org, string.sub(member, bar + 1), watched }, stays
+  -- Whether the session has readers is asked by the worker with the turn's history, in the same
+  -- round trip (a command there costs Redis less than one from a script).
+  return { sid, tid, org, string.sub(member, bar + 1) }, stays
 end`;
 
 /**
