@@ -304,3 +304,33 @@ async function until(check: () => boolean, timeoutMs = 5000): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+it("leases the turns of one claim until the Redis clock's now plus the lease lifetime, and a claim that finds nothing reads no clock", async () => {
+  const [a, b] = await sendMany('org-clock', 2);
+  const [seconds, micros] = await redis.time();
+  const before = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  const claimed = await scheduler.claim(2, LEASE_MS, false);
+  expect(claimed.map((turn) => turn.turnId).sort()).toEqual([a?.turnId, b?.turnId].sort());
+  const leases = sessionKeys(prefix).leases;
+  const deadlines = await Promise.all(
+    claimed.map((turn) => redis.zscore(leases, `${turn.sessionId}:${turn.turnId}:org-clock`)),
+  );
+  expect(deadlines[0]).toBe(deadlines[1]);
+  expect(Number(deadlines[0])).toBeGreaterThanOrEqual(before + LEASE_MS);
+  expect(Number(deadlines[0])).toBeLessThan(before + LEASE_MS + 5_000);
+  // Nothing waits now: a claim (and an end that claims) run no TIME.
+  const monitor = await redis.monitor();
+  const commands: string[] = [];
+  monitor.on('monitor', (_time: string, args: string[]) => commands.push(String(args[0]).toLowerCase()));
+  try {
+    expect(await scheduler.claim(4, LEASE_MS, false)).toEqual([]);
+    for (const turn of claimed)
+      expect((await scheduler.finish(turn, { kind: 'error', error: 'x' }, 4, LEASE_MS)).next).toEqual([]);
+    await redis.ping();
+    for (let i = 0; i < 100 && !commands.includes('ping'); i++) await new Promise((r) => setTimeout(r, 5));
+    expect(commands.filter((command) => command === 'evalsha')).toHaveLength(3);
+    expect(commands).not.toContain('time');
+  } finally {
+    monitor.disconnect();
+  }
+});

@@ -81,8 +81,9 @@ local function dequeue(base, org, entry)
 end`;
 
 /**
- * `claimOne(base, leaseUntil, pending)`: dispatches one turn in fair order and leases it until
- * `leaseUntil`: { session id, turn id, org, job JSON }; nil when no organization is
+ * `claimOne(base, lease, pending)`: dispatches one turn in fair order and leases it until
+ * `lease.untilMs` (set from the Redis clock and `lease.ttlMs` at the first turn a call takes, so a
+ * claim that finds nothing reads no clock): { session id, turn id, org, job JSON }; nil when no organization is
  * ready; false for an organization ready with an empty queue (dropped from the ready set). Second
  * result: true when the organization stays ready (so others may still be waiting). `pending.org`
  * names an organization one of whose turns just ended and whose running slot is still to give back
@@ -90,7 +91,7 @@ end`;
  * scheduler hash; otherwise it is given back first, so its organization competes in this claim.
  */
 export const LUA_CLAIM_ONE = `${LUA_RELEASE_SLOT}
-local function claimOne(base, leaseUntil, pending)
+local function claimOne(base, lease, pending)
   local head = redis.call('ZRANGE', base .. 'ready', 0, 0, 'WITHSCORES')
   if pending.org and head[1] ~= pending.org then
     releaseSlot(base, pending.org)
@@ -130,7 +131,8 @@ local function claimOne(base, leaseUntil, pending)
   local sep = string.find(member, ':', 1, true)
   local sid = string.sub(member, 1, sep - 1)
   local tid = string.sub(member, sep + 1, bar - 1)
-  redis.call('ZADD', base .. 'leases', leaseUntil, sid .. ':' .. tid .. ':' .. org)
+  if not lease.untilMs then lease.untilMs = redisNow() + lease.ttlMs end
+  redis.call('ZADD', base .. 'leases', lease.untilMs, sid .. ':' .. tid .. ':' .. org)
   -- Whether the session has readers is asked by the worker with the turn's history, in the same
   -- round trip (a command there costs Redis less than one from a script).
   return { sid, tid, org, string.sub(member, bar + 1) }, stays
@@ -150,11 +152,11 @@ local function claimTurns(base, max, leaseTtlMs, baton, releasing)
   local pending = { org = releasing }
   local stays = false
   if max > 0 then
-    local leaseUntil = redisNow() + leaseTtlMs
+    local lease = { ttlMs = leaseTtlMs }
     -- Entries dropped do not count; the bound keeps one call short whatever the queues hold.
     for _ = 1, max + 32 do
       local turn
-      turn, stays = claimOne(base, leaseUntil, pending)
+      turn, stays = claimOne(base, lease, pending)
       if turn == nil then break end
       if turn then out[#out + 1] = turn end
       if #out >= max then break end
