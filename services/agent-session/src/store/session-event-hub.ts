@@ -37,7 +37,7 @@ interface WaiterState {
   wake: ((outcome: WaitOutcome) => void) | null;
 }
 
-/** Most sessions whose running turn a replica remembers from its own sends (see runningTurn). */
+/** Most sessions whose turn a replica remembers from its own sends (see runningTurn, endedHere). */
 const MAX_STARTED = 100_000;
 /** Most ended turn ids a replica remembers: an end can overtake the reply to its own send. */
 const MAX_ENDED = 10_000;
@@ -59,16 +59,14 @@ export class SessionEventHub {
   /** This process's id among the API replicas, in the `waiters` of the sessions it waits on. */
   readonly replicaId = randomUUID();
   private readonly waiters = new Map<string, Set<WaiterState>>();
-  /** Sessions whose turn this replica started (and registered on) and has not seen end, oldest first. */
-  private readonly startedTurns = new Map<string, { turnId: string; org: string | null }>();
+  /**
+   * Sessions whose latest turn this replica started (and registered on), oldest first: running
+   * until its end arrives here (`ended`), after which a long-poll that the end overtook reads the
+   * session plainly (see endedHere).
+   */
+  private readonly startedTurns = new Map<string, { turnId: string; org: string | null; ended: boolean }>();
   /** The latest turn ids seen ending here, oldest first. */
   private readonly ended = new Set<string>();
-  /**
-   * Sessions whose turn this replica started and then saw end, with the turn's org, oldest first:
-   * a long-poll that comes after the end (the end overtook it) finds the session not running, so
-   * a plain read does and no registration is needed (see endedHere).
-   */
-  private readonly endedStarted = new Map<string, string | null>();
   private readonly channel: string;
   private readonly ownChannel: string;
   private started: Promise<void> | null = null;
@@ -118,11 +116,9 @@ export class SessionEventHub {
    * away (events may be lost then), nor for a turn whose end already arrived.
    */
   noteStarted(sessionId: string, turnId: string, org: string | null): void {
-    this.endedStarted.delete(sessionId);
-    if (this.closed || this.subscriber.status !== 'ready' || this.ended.has(turnId)) return;
     this.startedTurns.delete(sessionId);
-    this.startedTurns.set(sessionId, { turnId, org });
-    if (this.startedTurns.size > MAX_STARTED) this.startedTurns.delete(this.startedTurns.keys().next().value as string);
+    if (this.closed || this.subscriber.status !== 'ready' || this.ended.has(turnId)) return;
+    this.remember(sessionId, { turnId, org, ended: false });
   }
 
   /**
@@ -131,7 +127,7 @@ export class SessionEventHub {
    */
   runningTurn(sessionId: string, org: string | null): string | null {
     const known = this.startedTurns.get(sessionId);
-    return known && known.org === org ? known.turnId : null;
+    return known && !known.ended && known.org === org ? known.turnId : null;
   }
 
   /**
@@ -142,7 +138,8 @@ export class SessionEventHub {
    * is still read.
    */
   endedHere(sessionId: string, org: string | null): boolean {
-    return this.endedStarted.has(sessionId) && this.endedStarted.get(sessionId) === org;
+    const known = this.startedTurns.get(sessionId);
+    return known !== undefined && known.ended && known.org === org;
   }
 
   /** Registers a waiter for `sessionId`; dispose it when the request ends. */
@@ -213,25 +210,25 @@ export class SessionEventHub {
     const known = this.startedTurns.get(event.session_id);
     if (event.status === 'deleted' || typeof event.turn_id !== 'string') {
       this.startedTurns.delete(event.session_id);
-      this.endedStarted.delete(event.session_id);
       return;
     }
     if (known?.turnId === event.turn_id) {
       this.startedTurns.delete(event.session_id);
-      this.endedStarted.delete(event.session_id);
-      this.endedStarted.set(event.session_id, known.org);
-      if (this.endedStarted.size > MAX_STARTED) {
-        this.endedStarted.delete(this.endedStarted.keys().next().value as string);
-      }
+      this.remember(event.session_id, { ...known, ended: true });
     }
     this.ended.add(event.turn_id);
     if (this.ended.size > MAX_ENDED) this.ended.delete(this.ended.values().next().value as string);
   }
 
+  /** Notes a session's latest turn as the newest entry, dropping the oldest past MAX_STARTED. */
+  private remember(sessionId: string, turn: { turnId: string; org: string | null; ended: boolean }): void {
+    this.startedTurns.set(sessionId, turn);
+    if (this.startedTurns.size > MAX_STARTED) this.startedTurns.delete(this.startedTurns.keys().next().value as string);
+  }
+
   private wakeAll(): void {
     // Events may have been lost while the subscriber was away: what was noted is read again.
     this.startedTurns.clear();
-    this.endedStarted.clear();
     for (const set of this.waiters.values()) for (const state of set) this.notify(state, null);
   }
 
