@@ -46,6 +46,8 @@ export interface DrillOptions {
 /** One answer a client got. */
 interface Answer {
   kind: 'chat' | 'send' | 'poll' | 'create';
+  /** The gateway a chat request went to (its index); -1 for the session API. */
+  gateway: number;
   /** performance.now() at the request and at its answer (or failure). */
   t0: number;
   t1: number;
@@ -83,6 +85,8 @@ export interface PhaseFigures {
    * answer>` (the last 40): what to read when the sessions did not recover.
    */
   sessionAnswers: string[];
+  /** The same for the chat answers, as `<gateway>:<status> <ms from the event to the answer>`. */
+  chatAnswers: string[];
 }
 
 /** Everything the drill measured. */
@@ -108,6 +112,8 @@ export interface DrillFigures {
   };
   /** How long the whole drill took, ms. */
   durationMs: number;
+  /** The last lines of every service's log at the end of the load: what to read when a service did not recover. */
+  logs: string;
 }
 
 /** Runs the drill; rejects (with the services' logs) when the platform cannot be set up. */
@@ -153,14 +159,15 @@ export async function runFailoverDrill(options: DrillOptions = {}): Promise<Dril
     const sessionIds: string[] = [];
     let stopping = false;
     const record = (answer: Answer) => answers.push(answer);
-    const call = async (kind: Answer['kind'], url: string, init: RequestInit) => {
+    const call = async (kind: Answer['kind'], url: string, init: RequestInit, gateway = -1) => {
       const t0 = performance.now();
       try {
         const res = await httpJson(url, init, HANG_MS + LONG_POLL_S * 1000);
-        record({ kind, t0, t1: performance.now(), status: res.status, retryAfter: res.headers.get('retry-after') });
+        const retryAfter = res.headers.get('retry-after');
+        record({ kind, gateway, t0, t1: performance.now(), status: res.status, retryAfter });
         return res;
       } catch {
-        record({ kind, t0, t1: performance.now(), status: 0, retryAfter: null });
+        record({ kind, gateway, t0, t1: performance.now(), status: 0, retryAfter: null });
         return null;
       }
     };
@@ -171,12 +178,14 @@ export async function runFailoverDrill(options: DrillOptions = {}): Promise<Dril
     });
     const chatLoop = async (client: number) => {
       for (let n = 0; !stopping; n++) {
-        const url = `${gatewayUrls[(client + n) % gatewayUrls.length]}/v1/chat/completions`;
-        const res = await call('chat', url, {
+        const gateway = (client + n) % gatewayUrls.length;
+        const url = `${gatewayUrls[gateway]}/v1/chat/completions`;
+        const init = {
           method: 'POST',
           headers: { authorization: `Bearer ${String(chatKey.key)}`, 'content-type': 'application/json' },
           body: chatBody,
-        });
+        };
+        const res = await call('chat', url, init, gateway);
         if (res?.status !== 200) await sleep(100);
       }
     };
@@ -280,6 +289,7 @@ export async function runFailoverDrill(options: DrillOptions = {}): Promise<Dril
     stopping = true;
     await Promise.all([...loops, probing]);
     const endedAt = performance.now();
+    const logs = platform.logs();
 
     // Every accepted turn ended, and its message is in its session's history.
     const turns = await checkTurns(apiUrl, sessionIds, accepted);
@@ -307,6 +317,7 @@ export async function runFailoverDrill(options: DrillOptions = {}): Promise<Dril
         bound,
       },
       durationMs: performance.now() - startedAt,
+      logs,
     };
     return figures;
   } catch (err) {
@@ -375,6 +386,11 @@ function summarize(answers: readonly Answer[], from: number, to: number) {
       .sort((a, b) => a.t1 - b.t1)
       .slice(-40)
       .map((a) => `${a.kind} ${a.status} ${Math.round(a.t1 - from)}`),
+    chatAnswers: inPhase
+      .filter((a) => a.kind === 'chat')
+      .sort((a, b) => a.t1 - b.t1)
+      .slice(-40)
+      .map((a) => `${a.gateway}:${a.status} ${Math.round(a.t1 - from)}`),
   };
 }
 
