@@ -1,6 +1,7 @@
+import { createConnection, createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { createRedis } from './redis';
-import { startTcpLink, type TcpLink } from './testing';
+import { freePort, startTcpLink, type TcpLink } from './testing';
 
 /**
  * What a client does with a command whose answer a broken connection lost. Redis ran it; sent
@@ -114,5 +115,102 @@ test('a fail-fast client whose connection went silent, TCP still up, connects ag
     expect(link.connections()).toBeGreaterThan(before);
   } finally {
     redis.disconnect();
+  }
+});
+
+/**
+ * What ioredis's Sentinel failover detector does when the sentinels announce a new primary while
+ * the client, its connection broken by the failover, is connecting again: it tells the connector to
+ * disconnect mid-connection, and ioredis gives the client up (status `end`). Here the same call,
+ * made when the reconnection starts.
+ */
+async function readyAgain(redis: Redis): Promise<string> {
+  for (let i = 0; i < 100 && redis.status !== 'ready'; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  return redis.status;
+}
+
+/** Gives `redis` up as the race does, then expects it ready again and answering. */
+async function givenUpThenBack(redis: Redis): Promise<void> {
+  await ready(redis);
+  const ended = new Promise((resolve) => redis.once('end', resolve));
+  const connector = (redis as unknown as { connector: { disconnect(): void } }).connector;
+  redis.once('connecting', () => connector.disconnect());
+  redis.disconnect(true);
+  await ended;
+  expect(await readyAgain(redis)).toBe('ready');
+  expect(await redis.ping()).toBe('PONG');
+}
+
+test.each([
+  ['a fail-fast client', { failFast: true }],
+  ['an ordinary client', {}],
+])('%s that ioredis gave up while it was connecting again connects again by itself', async (_, options) => {
+  // The race leaves ioredis a timer to destroy the broken stream, of `disconnectTimeout`.
+  const redis = createRedis(`redis://127.0.0.1:${REDIS_PORT}`, {
+    name: 'given-up-test',
+    extra: { disconnectTimeout: 50 },
+    ...options,
+  });
+  redis.on('error', () => undefined);
+  const copy = redis.duplicate();
+  copy.on('error', () => undefined);
+  try {
+    await givenUpThenBack(redis);
+    // Its duplicates too.
+    await givenUpThenBack(copy);
+  } finally {
+    copy.disconnect();
+    redis.disconnect();
+  }
+});
+
+test('a client the program closed stays closed', async () => {
+  const quitted = createRedis(`redis://127.0.0.1:${REDIS_PORT}`, { name: 'given-up-test', failFast: true });
+  const disconnected = createRedis(`redis://127.0.0.1:${REDIS_PORT}`, { name: 'given-up-test' });
+  await Promise.all([ready(quitted), ready(disconnected)]);
+  await quitted.quit();
+  disconnected.disconnect();
+  await new Promise((resolve) => setTimeout(resolve, 800));
+  expect([quitted.status, disconnected.status]).toEqual(['end', 'end']);
+});
+
+test("a connection's errors go to the service's log, each at most once in 5 s, and its return too", async () => {
+  const lines: Array<{ level: string; message: string; meta: Record<string, unknown> }> = [];
+  const logger = {
+    warn: (message: string, meta: Record<string, unknown>) => lines.push({ level: 'warn', message, meta }),
+    info: (message: string, meta: Record<string, unknown>) => lines.push({ level: 'info', message, meta }),
+  } as unknown as Parameters<typeof createRedis>[1]['logger'];
+  // Nothing listens on the port at first: every try is refused.
+  const port = await freePort();
+  const redis = createRedis(`redis://127.0.0.1:${port}`, { name: 'logged-test', logger });
+  let refusals = 0;
+  redis.on('error', () => (refusals += 1));
+  const server = createServer((socket) => {
+    const upstream = createConnection(REDIS_PORT, '127.0.0.1');
+    socket.pipe(upstream).pipe(socket);
+    socket.on('error', () => upstream.destroy());
+    upstream.on('error', () => socket.destroy());
+  });
+  try {
+    for (let i = 0; i < 100 && refusals < 3; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(refusals).toBeGreaterThanOrEqual(3);
+    expect(lines).toEqual([
+      {
+        level: 'warn',
+        message: 'redis connection error',
+        meta: { redis_connection: 'logged-test', err: expect.stringContaining('ECONNREFUSED') },
+      },
+    ]);
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    await ready(redis);
+    expect(lines.at(-1)).toEqual({
+      level: 'info',
+      message: 'redis connection ready again',
+      meta: { redis_connection: 'logged-test' },
+    });
+    expect(lines).toHaveLength(2);
+  } finally {
+    redis.disconnect();
+    server.close();
   }
 });

@@ -1,6 +1,7 @@
 import type { ConnectionOptions } from 'node:tls';
 import { Redis, type RedisOptions } from 'ioredis';
 import { ConfigError } from './config';
+import type { Logger } from './logger';
 import {
   REDIS_CONNECTION_SOURCES,
   redisConnectionProblems,
@@ -61,6 +62,99 @@ function reconnectWhenSilent(redis: Redis): void {
   }) as Redis['sendCommand'];
 }
 
+/** Commands after which Redis closes the connection: the program is closing the client. */
+const CLOSING_COMMANDS = new Set(['quit', 'shutdown']);
+
+/**
+ * ioredis gives a client up for good (status `end`: every command then fails with "Connection is
+ * closed.") when its connector is told to disconnect while a connection is being made: through
+ * Sentinel, the failover detector of the connection a failover broke does so when the sentinels'
+ * +switch-master arrives while the client is asking them where the new primary is, so a failover
+ * could leave a process without Redis until restarted. A client the program did not close (quit,
+ * disconnect()) connects again, with the reconnection back-off, as after any lost connection.
+ */
+function reconnectWhenGivenUp(redis: Redis, mostDelayMs: number, report: ConnectionReport | null): void {
+  let closing = false;
+  let attempts = 0;
+  const disconnect = redis.disconnect.bind(redis);
+  redis.disconnect = (reconnect = false) => {
+    if (!reconnect) closing = true;
+    disconnect(reconnect);
+  };
+  const connect = redis.connect.bind(redis);
+  redis.connect = (callback) => {
+    closing = false;
+    return connect(callback);
+  };
+  const send = redis.sendCommand.bind(redis);
+  redis.sendCommand = ((...args: Parameters<Redis['sendCommand']>) => {
+    if (CLOSING_COMMANDS.has(args[0].name)) closing = true;
+    return send(...args);
+  }) as Redis['sendCommand'];
+  redis.on('ready', () => {
+    attempts = 0;
+  });
+  redis.on('end', () => {
+    if (closing) return;
+    attempts += 1;
+    report?.('warn', 'redis client was given up by ioredis; connecting again', {});
+    // Not unref'd: a process whose client ioredis gave up keeps trying, as it would while reconnecting.
+    setTimeout(
+      () => {
+        if (!closing && redis.status === 'end') connect().catch(() => undefined);
+      },
+      Math.min(50 * 2 ** attempts, mostDelayMs),
+    );
+  });
+  const duplicate = redis.duplicate.bind(redis);
+  redis.duplicate = (override) => {
+    const copy = duplicate(override);
+    reconnectWhenGivenUp(copy, mostDelayMs, report);
+    return copy;
+  };
+}
+
+/** Writes one line about a connection (its name added). */
+type ConnectionReport = (level: 'warn' | 'info', message: string, meta: Record<string, unknown>) => void;
+
+/** The same error of a connection is logged at most once in this long, ms (with the count of those left out). */
+const CONNECTION_ERROR_LOG_EVERY_MS = 5000;
+
+/**
+ * Logs a connection's errors (a Redis away, a sentinel not answering) as warnings, the same
+ * message at most once every CONNECTION_ERROR_LOG_EVERY_MS, and its return once it is ready again;
+ * without a listener ioredis writes each error to stderr as "[ioredis] Unhandled error event",
+ * outside the service's JSON log. Its duplicates report too, under the same name.
+ */
+function reportConnection(redis: Redis, report: ConnectionReport): void {
+  const last = new Map<string, { at: number; left: number }>();
+  let failing = false;
+  redis.on('error', (err: Error) => {
+    failing = true;
+    const now = performance.now();
+    const seen = last.get(err.message);
+    if (seen && now - seen.at < CONNECTION_ERROR_LOG_EVERY_MS) {
+      seen.left += 1;
+      return;
+    }
+    if (last.size > 32) last.clear();
+    last.set(err.message, { at: now, left: 0 });
+    report('warn', 'redis connection error', { err: err.message, ...(seen?.left ? { repeated: seen.left } : {}) });
+  });
+  redis.on('ready', () => {
+    if (!failing) return;
+    failing = false;
+    last.clear();
+    report('info', 'redis connection ready again', {});
+  });
+  const duplicate = redis.duplicate.bind(redis);
+  redis.duplicate = (override) => {
+    const copy = duplicate(override);
+    reportConnection(copy, report);
+    return copy;
+  };
+}
+
 /** Options of createRedis. */
 export interface RedisFactoryOptions {
   /** Connection name shown by `CLIENT LIST`, e.g. `gateway:admission`. */
@@ -77,6 +171,11 @@ export interface RedisFactoryOptions {
   failFast?: boolean;
   /** Reply timeout of a fail-fast client's commands once connected, ms; default REDIS_COMMAND_TIMEOUT_MS. */
   commandTimeoutMs?: number;
+  /**
+   * Where the connection's errors and recoveries go (see reportConnection); without one, ioredis
+   * writes its errors to stderr.
+   */
+  logger?: Pick<Logger, 'warn' | 'info'>;
   extra?: RedisOptions;
 }
 
@@ -258,6 +357,12 @@ export function createRedis(connection: string | RedisConnectionConfig, options:
     ...options.extra,
   });
   if (config.redisSentinels) recheckPrimaryAfterConnecting(redis, config);
+  const { logger, name } = options;
+  const report: ConnectionReport | null = logger
+    ? (level, message, meta) => logger[level](message, { redis_connection: name, ...meta })
+    : null;
+  if (report) reportConnection(redis, report);
+  reconnectWhenGivenUp(redis, mostDelay, report);
   if (!failFast) return redis;
   const { enableOfflineQueue, commandTimeout } = redis.options;
   redis.once('ready', () => {

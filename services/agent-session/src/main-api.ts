@@ -42,14 +42,15 @@ async function main(): Promise<void> {
   const tracing = await startTracing({ serviceName: 'agent-session-api', enabled: tracingConfigured(config) });
   const logger = createLogger({ service: 'agent-session-api', level: config.logLevel });
   logUnhandledRejections(logger);
-  const redis = createRedis(config, { name: 'agent-session:api', failFast: true });
+  const redis = createRedis(config, { name: 'agent-session:api', logger, failFast: true });
   // One subscriber connection per process serves every long-poll, the key-revocation channel and
   // the organization-change channel (the purge of deleted organizations' sessions).
-  const subscriber = createRedis(config, { name: 'agent-session:events', maxRetriesPerRequest: null });
+  const subscriber = createRedis(config, { name: 'agent-session:events', logger, maxRetriesPerRequest: null });
   // The session event streams' one blocking read (XREAD BLOCK holds its connection). A read the
   // connection lost is not sent again: the hub reads again, from its own cursors.
   const eventReader = createRedis(config, {
     name: 'agent-session:event-reader',
+    logger,
     maxRetriesPerRequest: null,
     extra: { autoResendUnfulfilledCommands: false, enableAutoPipelining: false },
   });
@@ -58,7 +59,9 @@ async function main(): Promise<void> {
   // Sends wait for the replicas to hold their turn (REDIS_WAIT_REPLICAS) on a connection of their
   // own: WAIT holds its connection, and nothing else should wait behind it.
   const replicaWait = replicaWaitOf(config);
-  const sendsConnection = replicaWait ? createRedis(config, { name: 'agent-session:sends', failFast: true }) : null;
+  const sendsConnection = replicaWait
+    ? createRedis(config, { name: 'agent-session:sends', logger, failFast: true })
+    : null;
   const store = new SessionStore({
     redis,
     prefix: config.redisPrefix,

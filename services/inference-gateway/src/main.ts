@@ -29,7 +29,7 @@ async function main(): Promise<void> {
   const logger = createLogger({ service: 'inference-gateway', level: config.logLevel });
   logUnhandledRejections(logger);
   const catalog = CatalogStore.fromFile(config.catalogPath);
-  const redis = createRedis(config, { name: 'gateway', failFast: true });
+  const redis = createRedis(config, { name: 'gateway', logger, failFast: true });
   // prefix_cache routing's index, shared with the other gateway replicas (a hint: never awaited).
   const indexShare = new PrefixIndexShare(
     redis,

@@ -82,10 +82,10 @@ export async function startWorker(config: WorkerConfig, deps: StartWorkerDeps = 
     throw err;
   }
 
-  const redis = createRedis(config, { name: 'agent-session:worker' });
+  const redis = createRedis(config, { name: 'agent-session:worker', logger });
   // The wait for work blocks its connection; commands never queue behind it.
-  const blocking = createRedis(config, { name: 'agent-session:worker-wait', maxRetriesPerRequest: null });
-  const subscriber = createRedis(config, { name: 'agent-session:turn-cancel' });
+  const blocking = createRedis(config, { name: 'agent-session:worker-wait', logger, maxRetriesPerRequest: null });
+  const subscriber = createRedis(config, { name: 'agent-session:turn-cancel', logger });
   const eventLog = { maxEntries: config.eventLogMaxEntries, retentionMs: config.eventLogRetentionMs };
   const store = new SessionStore({ redis, prefix: config.redisPrefix, eventLog });
   const registration = new WorkerRegistration({
