@@ -118,25 +118,30 @@ test('a fail-fast client whose connection went silent, TCP still up, connects ag
   }
 });
 
-/**
- * What ioredis's Sentinel failover detector does when the sentinels announce a new primary while
- * the client, its connection broken by the failover, is connecting again: it tells the connector to
- * disconnect mid-connection, and ioredis gives the client up (status `end`). Here the same call,
- * made when the reconnection starts.
- */
+/** Polls until `redis` is ready (5 s at most); its status then. */
 async function readyAgain(redis: Redis): Promise<string> {
   for (let i = 0; i < 100 && redis.status !== 'ready'; i++) await new Promise((resolve) => setTimeout(resolve, 50));
   return redis.status;
 }
 
-/** Gives `redis` up as the race does, then expects it ready again and answering. */
-async function givenUpThenBack(redis: Redis): Promise<void> {
-  await ready(redis);
+/**
+ * What ioredis's Sentinel failover detector does when the sentinels announce a new primary while
+ * the client, its connection broken by the failover, is connecting again: it tells the connector to
+ * disconnect mid-connection, and ioredis gives the client up (status `end`). Here the same call,
+ * made when the reconnection starts; resolves once the client is given up.
+ */
+async function giveUp(redis: Redis): Promise<void> {
   const ended = new Promise((resolve) => redis.once('end', resolve));
   const connector = (redis as unknown as { connector: { disconnect(): void } }).connector;
   redis.once('connecting', () => connector.disconnect());
   redis.disconnect(true);
   await ended;
+}
+
+/** Gives `redis` up as the race does, then expects it ready again and answering. */
+async function givenUpThenBack(redis: Redis): Promise<void> {
+  await ready(redis);
+  await giveUp(redis);
   expect(await readyAgain(redis)).toBe('ready');
   expect(await redis.ping()).toBe('PONG');
 }
@@ -161,6 +166,31 @@ test.each([
   } finally {
     copy.disconnect();
     redis.disconnect();
+  }
+});
+
+test('a subscriber ioredis gave up is subscribed again once it connects again', async () => {
+  const subscriber = createRedis(`redis://127.0.0.1:${REDIS_PORT}`, {
+    name: 'given-up-test',
+    maxRetriesPerRequest: null,
+    extra: { disconnectTimeout: 50 },
+  });
+  subscriber.on('error', () => undefined);
+  const channel = `${key}:channel`;
+  const received: string[] = [];
+  subscriber.on('message', (_channel: string, message: string) => received.push(message));
+  try {
+    await subscriber.subscribe(channel);
+    await giveUp(subscriber);
+    expect(await readyAgain(subscriber)).toBe('ready');
+    // Subscribed again (ioredis does it on ready): a message published now arrives.
+    for (let i = 0; i < 100 && received.length === 0; i++) {
+      await direct.publish(channel, 'after');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(received[0]).toBe('after');
+  } finally {
+    subscriber.disconnect();
   }
 });
 
