@@ -202,6 +202,22 @@ test('a client the program closed stays closed', async () => {
   disconnected.disconnect();
   await new Promise((resolve) => setTimeout(resolve, 800));
   expect([quitted.status, disconnected.status]).toEqual(['end', 'end']);
+  // Opened again by the program, it is looked after again.
+  const reopened = createRedis(`redis://127.0.0.1:${REDIS_PORT}`, {
+    name: 'given-up-test',
+    extra: { disconnectTimeout: 50 },
+  });
+  reopened.on('error', () => undefined);
+  try {
+    await ready(reopened);
+    const closed = new Promise((resolve) => reopened.once('end', resolve));
+    reopened.disconnect();
+    await closed;
+    await reopened.connect();
+    await givenUpThenBack(reopened);
+  } finally {
+    reopened.disconnect();
+  }
 });
 
 test("a connection's errors go to the service's log, each at most once in 5 s, and its return too", async () => {

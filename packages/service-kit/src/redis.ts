@@ -83,7 +83,8 @@ function reconnectWhenGivenUp(redis: Redis, mostDelayMs: number, report: Connect
   };
   const connect = redis.connect.bind(redis);
   redis.connect = (callback) => {
-    closing = false;
+    // The program opening a closed client again (ioredis's own reconnections start elsewhere).
+    if (redis.status === 'end') closing = false;
     return connect(callback);
   };
   const send = redis.sendCommand.bind(redis);
