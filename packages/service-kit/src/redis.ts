@@ -62,6 +62,16 @@ function reconnectWhenSilent(redis: Redis): void {
   }) as Redis['sendCommand'];
 }
 
+/** Applies `apply` to every duplicate of `redis` too (it is applied to `redis` by the caller). */
+function alsoForDuplicates(redis: Redis, apply: (copy: Redis) => void): void {
+  const duplicate = redis.duplicate.bind(redis);
+  redis.duplicate = (override) => {
+    const copy = duplicate(override);
+    apply(copy);
+    return copy;
+  };
+}
+
 /** Commands after which Redis closes the connection: the program is closing the client. */
 const CLOSING_COMMANDS = new Set(['quit', 'shutdown']);
 
@@ -107,12 +117,7 @@ function reconnectWhenGivenUp(redis: Redis, mostDelayMs: number, report: Connect
       Math.min(50 * 2 ** attempts, mostDelayMs),
     );
   });
-  const duplicate = redis.duplicate.bind(redis);
-  redis.duplicate = (override) => {
-    const copy = duplicate(override);
-    reconnectWhenGivenUp(copy, mostDelayMs, report);
-    return copy;
-  };
+  alsoForDuplicates(redis, (copy) => reconnectWhenGivenUp(copy, mostDelayMs, report));
 }
 
 /** Writes one line about a connection (its name added). */
@@ -148,12 +153,7 @@ function reportConnection(redis: Redis, report: ConnectionReport): void {
     last.clear();
     report('info', 'redis connection ready again', {});
   });
-  const duplicate = redis.duplicate.bind(redis);
-  redis.duplicate = (override) => {
-    const copy = duplicate(override);
-    reportConnection(copy, report);
-    return copy;
-  };
+  alsoForDuplicates(redis, (copy) => reportConnection(copy, report));
 }
 
 /** Options of createRedis. */
@@ -244,13 +244,8 @@ async function primaryNamedBySentinels(config: RedisConnectionConfig): Promise<s
  * announces host names is not second-guessed).
  */
 function recheckPrimaryAfterConnecting(redis: Redis, config: RedisConnectionConfig): void {
-  // Its duplicates (subscribers, BullMQ's blocking connection) look again too.
-  const duplicate = redis.duplicate.bind(redis);
-  redis.duplicate = (override) => {
-    const copy = duplicate(override);
-    recheckPrimaryAfterConnecting(copy, config);
-    return copy;
-  };
+  // Its duplicates (subscribers, the worker's blocking connection) look again too.
+  alsoForDuplicates(redis, (copy) => recheckPrimaryAfterConnecting(copy, config));
   redis.on('ready', () => {
     const timer = setTimeout(() => {
       const socket = redis.stream;
