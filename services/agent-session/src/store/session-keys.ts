@@ -7,15 +7,9 @@ import { sessionSchedulerKeys } from '@tollway/accounts';
  * session service lives on one slot (see the README, "The ceiling of one Redis").
  */
 export interface SessionKeys {
-  /**
-   * Hash: status, org, turn_id, job, response, error, created_at, updated_at, history_bytes,
-   * messages (the history's count), ended_turn, waiters.
-   */
+  /** Hash: status, org, turn_id, job, response, error, created_at, updated_at, history_bytes, ended_turn. */
   session(id: string): string;
-  /**
-   * String: the history, oldest first, each JSON StoredMessage after a comma (see LUA_HISTORY in
-   * lua/scheduler.lua.ts); a list of them, one an item, as builds before it stored it until upgraded.
-   */
+  /** List of the history, one JSON StoredMessage per item, oldest first. */
   history(id: string): string;
   /**
    * Sorted set of every session: idle and errored ones scored by last activity (ms), which the TTL

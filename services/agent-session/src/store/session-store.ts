@@ -6,7 +6,6 @@ import { deleteSessionScript } from './lua/delete-session.script';
 import { startTurnScript } from './lua/start-turn.script';
 import { endTurnScript } from './lua/end-turn.script';
 import { watchSessionScript } from './lua/watch-session.script';
-import { readHistoryScript } from './lua/read-history.script';
 import { RUNNING_SCORE } from './lua/scheduler.lua';
 import {
   schedulerOrg,
@@ -172,22 +171,14 @@ export class SessionStore {
     history: StoredMessage[],
     limits: { maxSessions: number; maxHistoryBytes: number; orgMaxSessions?: number },
   ): Promise<CreateResult> {
-    const stored = storedHistory(history);
-    const bytes = Buffer.byteLength(stored) - history.length;
+    const messages = history.map((message) => JSON.stringify(message));
+    let bytes = 0;
+    for (const message of messages) bytes += Buffer.byteLength(message);
     if (bytes > limits.maxHistoryBytes) return 'too_large';
     const result = await createSessionScript.run(
       this.redis,
       [this.keys.session(sessionId), this.keys.history(sessionId), this.keys.activity, this.keys.org(org)],
-      [
-        sessionId,
-        org ?? ORG_NONE,
-        this.clock(),
-        limits.maxSessions,
-        bytes,
-        limits.orgMaxSessions ?? 0,
-        stored,
-        history.length,
-      ],
+      [sessionId, org ?? ORG_NONE, this.clock(), limits.maxSessions, bytes, limits.orgMaxSessions ?? 0, ...messages],
     );
     return result === 1 ? 'created' : result === 0 ? 'exists' : result === -2 ? 'org_limit' : 'limit';
   }
@@ -223,13 +214,14 @@ export class SessionStore {
 
   /** The full history, oldest first, or null when the session is absent or another org's. */
   async messages(sessionId: string, org: string | null): Promise<StoredMessage[] | null> {
-    const [owner, history] = (await readHistoryScript.run(
-      this.redis,
-      [this.keys.session(sessionId)],
-      [this.base, sessionId],
-    )) as [string | null, string];
-    if (owner === null || owner !== (org ?? ORG_NONE)) return null;
-    return parseHistory(history);
+    const results = await this.redis
+      .multi()
+      .hget(this.keys.session(sessionId), 'org')
+      .lrange(this.keys.history(sessionId), 0, -1)
+      .exec();
+    const owner = results?.[0]?.[1] as string | null | undefined;
+    if (owner === null || owner === undefined || owner !== (org ?? ORG_NONE)) return null;
+    return ((results?.[1]?.[1] as string[] | undefined) ?? []).map((item) => JSON.parse(item) as StoredMessage);
   }
 
   /** `org`'s sessions in creation order with their status and history length. */
@@ -237,26 +229,14 @@ export class SessionStore {
     const ids = await this.redis.zrange(this.keys.org(org), 0, -1);
     if (ids.length === 0) return [];
     const pipeline = this.redis.pipeline();
-    for (const id of ids) pipeline.hmget(this.keys.session(id), 'status', 'messages');
+    for (const id of ids) pipeline.hget(this.keys.session(id), 'status').llen(this.keys.history(id));
     const results = (await pipeline.exec()) ?? [];
     const items: SessionListItem[] = [];
-    const uncounted: number[] = [];
     ids.forEach((sessionId, i) => {
-      const [status, messages] = (results[i]?.[1] as Array<string | null> | undefined) ?? [];
-      if (!status) return;
-      if (messages === null || messages === undefined) uncounted.push(items.length);
-      items.push({ sessionId, status: status as SessionStatus, totalMessages: Number(messages ?? 0) });
+      const status = results[2 * i]?.[1] as string | null | undefined;
+      if (status)
+        items.push({ sessionId, status: status as SessionStatus, totalMessages: Number(results[2 * i + 1]?.[1] ?? 0) });
     });
-    // Sessions no send has touched since an earlier build stored them keep a list of messages.
-    if (uncounted.length > 0) {
-      const lengths = this.redis.pipeline();
-      for (const at of uncounted) lengths.llen(this.keys.history((items[at] as SessionListItem).sessionId));
-      const counted = (await lengths.exec()) ?? [];
-      uncounted.forEach((at, i) => {
-        const [err, length] = counted[i] ?? [null, 0];
-        if (!err) (items[at] as SessionListItem).totalMessages = Number(length ?? 0);
-      });
-    }
     return items;
   }
 
@@ -284,7 +264,7 @@ export class SessionStore {
     limits: { maxHistoryBytes: number } & Omit<OrganizationTurnLimits, 'maxSessions'>,
     waiter = '',
   ): Promise<{ result: StartTurnResult; waiting?: number }> {
-    const json = storedHistory([turn.message]);
+    const json = JSON.stringify(turn.message);
     const [result, waiting] = (await startTurnScript.run(
       this.durableSends?.redis ?? this.redis,
       [
@@ -302,7 +282,7 @@ export class SessionStore {
         turn.turnId,
         this.clock(),
         json,
-        Buffer.byteLength(json) - 1,
+        Buffer.byteLength(json),
         limits.maxHistoryBytes,
         turn.job,
         limits.maxWaitingTurns,
@@ -361,7 +341,7 @@ export class SessionStore {
         endedBy,
         ...outcomeArgs(outcome),
         ENDED_MARKER_TTL_MS,
-        ...appendedHistory(outcome),
+        ...appendedMessages(outcome),
         ...turnEndLogArgs(this.eventLog, events),
       ],
     )) as ['applied' | 'stale', number];
@@ -507,24 +487,9 @@ export function outcomeArgs(outcome: TurnOutcome): [string, string] {
   return outcome.kind === 'success' ? ['success', JSON.stringify(outcome.response)] : ['error', outcome.error];
 }
 
-/** What a successful turn appends to its history, as stored (see storedHistory), and how many messages. */
-export function appendedHistory(outcome: TurnOutcome): [string, number] {
-  return outcome.kind === 'success' ? [storedHistory(outcome.append), outcome.append.length] : ['', 0];
-}
-
-/**
- * Messages as a history stores them (see LUA_HISTORY in lua/scheduler.lua.ts): each one's JSON after
- * a comma, so appending is concatenating and the whole reads back as one JSON array.
- */
-export function storedHistory(messages: StoredMessage[]): string {
-  let text = '';
-  for (const message of messages) text += `,${JSON.stringify(message)}`;
-  return text;
-}
-
-/** A history as stored, parsed: `[` + the messages without their first comma + `]`. */
-export function parseHistory(stored: string): StoredMessage[] {
-  return stored === '' ? [] : (JSON.parse(`[${stored.slice(1)}]`) as StoredMessage[]);
+/** The messages a successful turn appends, one JSON each. */
+export function appendedMessages(outcome: TurnOutcome): string[] {
+  return outcome.kind === 'success' ? outcome.append.map((message) => JSON.stringify(message)) : [];
 }
 
 /** A session as read: the running turn only while running, the response only while not, the error only in error. */

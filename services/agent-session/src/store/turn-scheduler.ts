@@ -5,19 +5,20 @@ import { reapTurnsScript } from './lua/reap-turns.script';
 import { RUNNING_SCORE } from './lua/scheduler.lua';
 import { requeueTurnScript } from './lua/requeue-turn.script';
 import {
-  appendedHistory,
+  appendedMessages,
   ENDED_MARKER_TTL_MS,
   outcomeArgs,
-  parseHistory,
   type StoredMessage,
   type TurnOutcome,
 } from './session-store';
 import { schedulerOrg, sessionEventsChannel, sessionKeyBase, sessionKeys, type SessionKeys } from './session-keys';
 import {
   DEFAULT_EVENT_LOG_RETENTION,
+  streamKeys,
+  turnEndLogArg,
   turnEndLogArgs,
-  turnEndLogSettings,
   type EventLogRetention,
+  type StreamKeys,
   type TurnEndEvents,
 } from './event-log-keys';
 
@@ -31,7 +32,7 @@ export interface ClaimedTurn {
   jobJson: string;
   /** The session's history, ending with the turn's own message. */
   history: StoredMessage[];
-  /** The session had readers of its event stream when the turn was claimed. */
+  /** The session had readers of its event stream when the turn's history was read (right after its claim). */
   watched: boolean;
 }
 
@@ -56,11 +57,20 @@ export interface FinishResult {
 
 /**
  * What keeps the leases of the turns a worker claimed (its registration's heartbeat): told of each
- * turn as soon as the claim's reply names it.
+ * turn as soon as the claim's reply names it, before its history is read.
  */
 export interface ClaimedLeases {
   hold(sessionId: string, turnId: string, orgId: string | null): void;
+  forget(sessionId: string, turnId: string, orgId: string | null): void;
 }
+
+/** Waits between tries of reading claimed turns' histories while Redis does not answer, ms (the last one repeats). */
+const HISTORY_RETRY_DELAYS_MS = [100, 250, 500, 1000, 2000];
+/**
+ * How long a worker keeps trying to read the histories of turns it claimed, ms: as long as it
+ * keeps trying to end a turn (END_TURN_RETRY_FOR_MS), past any outage a deployment rides out.
+ */
+const HISTORY_RETRY_FOR_MS = 120_000;
 
 /** The wait on the wake token ends after this long anyway, in seconds: a token lost with a worker costs no more. */
 const WAKE_TIMEOUT_SECONDS = 2;
@@ -74,6 +84,7 @@ export class TurnScheduler {
   private readonly base: string;
   private readonly keys: SessionKeys;
   private readonly eventsChannel: string;
+  private readonly streams: StreamKeys;
 
   constructor(
     private readonly redis: Redis,
@@ -81,12 +92,13 @@ export class TurnScheduler {
     private readonly clock: () => number = Date.now,
     /** Retention of the session event logs the turns' ends write to. */
     private readonly eventLog: EventLogRetention = DEFAULT_EVENT_LOG_RETENTION,
-    /** A worker's: holds the claimed turns' leases from the claim's reply on (see withHistories). */
+    /** A worker's: keeps the claimed turns' leases while their histories are read (see withHistories). */
     private readonly leases?: ClaimedLeases,
   ) {
     this.base = sessionKeyBase(prefix);
     this.keys = sessionKeys(prefix);
     this.eventsChannel = sessionEventsChannel(prefix);
+    this.streams = streamKeys(prefix);
   }
 
   /**
@@ -127,11 +139,11 @@ export class TurnScheduler {
         ENDED_MARKER_TTL_MS,
         claimNext,
         leaseTtlMs,
-        ...appendedHistory(outcome),
+        ...appendedMessages(outcome),
         ...turnEndLogArgs(this.eventLog, events),
       ],
     )) as ['applied' | 'stale', number, unknown];
-    return { result, stillLeased: Number(released) === 1, next: this.withHistories(claimed) };
+    return { result, stillLeased: Number(released) === 1, next: await this.withHistories(claimed) };
   }
 
   /** Hands a claimed turn that never started back to the front of its queue; false when it was no longer this worker's. */
@@ -149,7 +161,7 @@ export class TurnScheduler {
     const reply = (await reapTurnsScript.run(
       this.redis,
       [this.keys.leases],
-      [this.base, limit, this.eventsChannel, ENDED_MARKER_TTL_MS, error, turnEndLogSettings(this.eventLog)],
+      [this.base, limit, this.eventsChannel, ENDED_MARKER_TTL_MS, error, turnEndLogArg(this.eventLog)],
     )) as Array<[string, string, 'ended' | 'deleted', string | null | false]>;
     return reply.map(([sessionId, turnId, how, jobJson]) => ({
       sessionId,
@@ -170,18 +182,63 @@ export class TurnScheduler {
   /**
    * The claimed turns of a claim's reply, each with its session's history and whether the session
    * has readers of its event stream (its turn's events are then written, and its model calls
-   * streamed, from the start), as the claim read them (a running session's history does not change
-   * until its turn ends; a session deleted since its turn was queued reads empty, and its turn is
-   * cancelled). With `leases`, the turns are held (heartbeated) from the reply on; a reply that is
-   * lost leaves them to lapse, and the reaper ends them.
+   * streamed, from the start), read in one pipeline (a running session's history does not change
+   * until its turn ends; a session deleted since reads empty, and its turn is cancelled). The claim
+   * leased the turns to this worker: with `leases`, they are held (heartbeated) from the reply on,
+   * and a read that meets a Redis outage is tried again until Redis answers, so an outage at the
+   * claim does not cost the turns. A read given up on (or without `leases`) leaves them to lapse:
+   * the reaper ends them, as for a claim whose reply was lost.
    */
-  private withHistories(reply: unknown): ClaimedTurn[] {
-    const claimed = (reply as Array<[string, string, string, string, string, number]> | null) ?? [];
-    return claimed.map(([sessionId, turnId, org, jobJson, history, watched]) => {
-      const orgId = org === '' ? null : org;
-      this.leases?.hold(sessionId, turnId, orgId);
-      return { sessionId, turnId, orgId, jobJson, history: parseHistory(history), watched: Number(watched) === 1 };
-    });
+  private async withHistories(reply: unknown): Promise<ClaimedTurn[]> {
+    const claimed = ((reply as Array<[string, string, string, string]> | null) ?? []).map(
+      ([sessionId, turnId, org, jobJson]) => ({
+        sessionId,
+        turnId,
+        orgId: org === '' ? null : org,
+        jobJson,
+      }),
+    );
+    if (claimed.length === 0) return [];
+    for (const turn of claimed) this.leases?.hold(turn.sessionId, turn.turnId, turn.orgId);
+    try {
+      const reads = await this.readHistories(claimed.map((turn) => turn.sessionId));
+      return claimed.map((turn, i) => ({
+        ...turn,
+        history: (reads[i]?.history ?? []).map((item) => JSON.parse(item) as StoredMessage),
+        watched: reads[i]?.watched ?? false,
+      }));
+    } catch (err) {
+      for (const turn of claimed) this.leases?.forget(turn.sessionId, turn.turnId, turn.orgId);
+      throw err;
+    }
+  }
+
+  /**
+   * The histories of `sessionIds` and whether each has readers, in one pipeline; tried again while
+   * Redis does not answer when leases are held.
+   */
+  private async readHistories(sessionIds: string[]): Promise<Array<{ history: string[]; watched: boolean }>> {
+    const startedAt = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const pipeline = this.redis.pipeline();
+        for (const id of sessionIds) pipeline.lrange(this.keys.history(id), 0, -1).exists(this.streams.watch(id));
+        const results = (await pipeline.exec()) ?? [];
+        const reply = (at: number): unknown => {
+          const [err, value] = results[at] ?? [new Error('no reply'), null];
+          if (err) throw err;
+          return value;
+        };
+        return sessionIds.map((_, i) => ({
+          history: reply(2 * i) as string[],
+          watched: Number(reply(2 * i + 1)) === 1,
+        }));
+      } catch (err) {
+        if (!this.leases || Date.now() - startedAt >= HISTORY_RETRY_FOR_MS) throw err;
+        const delay = HISTORY_RETRY_DELAYS_MS[Math.min(attempt, HISTORY_RETRY_DELAYS_MS.length - 1)] as number;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
   }
 
   /**

@@ -266,41 +266,44 @@ test('the heartbeat renews held leases and reports turns whose lease or session 
   expect(await redis.zscore(sessionKeys(prefix).leases, `${kept.sessionId}:${kept.turnId}:org-hb`)).not.toBeNull();
 });
 
-test("a claim brings each turn's history and whether its session has readers, and holds the turns' leases from the reply on", async () => {
-  // A preloaded history whose text holds what a stored history's separators are made of.
-  const preloaded = [
-    { role: 'system' as const, content: 'say "a", then ",b" ]\n[ ,' },
-    { role: 'assistant' as const, content: 'ünïcødé 🚀 \u0000 }{' },
-  ];
-  const sessionId = randomUUID();
-  expect(await store.create(sessionId, 'org-a', preloaded, { maxSessions: 100, maxHistoryBytes: 1 << 20 })).toBe(
-    'created',
-  );
-  const job = JSON.stringify({
-    session_id: sessionId,
-    turn_id: 't-1',
-    org_id: 'org-a',
-    message: { content: 'x' },
-    accepted_at: 1,
-  });
-  const started = await store.startTurn(
-    sessionId,
-    'org-a',
-    { turnId: 't-1', message: { role: 'user', content: 'x' }, job },
-    { maxHistoryBytes: 1 << 20, ...NO_LIMITS },
-  );
-  expect(started.result).toBe('ok');
-  const watched = await send('org-a');
-  await redis.set(`${prefix}{sessions}:watch:${watched.sessionId}`, '1', 'PX', 10_000);
-  const held: string[] = [];
-  const leases = { hold: (id: string, turnId: string) => void held.push(`${id}:${turnId}`) };
-  const turns = await new TurnScheduler(redis, prefix, undefined, undefined, leases).claim(2, LEASE_MS, false);
-  expect(turns.map((turn) => [turn.sessionId, turn.history, turn.watched])).toEqual([
-    [sessionId, [...preloaded, { role: 'user', content: 'x' }], false],
-    [watched.sessionId, [{ role: 'user', content: 'x' }], true],
-  ]);
-  expect(held).toEqual(turns.map((turn) => `${turn.sessionId}:${turn.turnId}`));
+test("a worker's claim holds its turns' leases from the reply on, and reads their histories again until Redis answers: a failed read does not cost the turns", async () => {
+  // A Redis user that may run the scripts but not read histories (LRANGE), until granted: the
+  // claim goes through and the read after it fails, as when Redis goes between the two.
+  const user = `claim-read-${randomUUID()}`;
+  await redis.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-lrange');
+  const connection = new Redis({ host: '127.0.0.1', port: 6379, username: user, password: 'pw' });
+  const held = new Set<string>();
+  const leases = {
+    hold: (sessionId: string, turnId: string) => void held.add(`${sessionId}:${turnId}`),
+    forget: (sessionId: string, turnId: string) => void held.delete(`${sessionId}:${turnId}`),
+  };
+  try {
+    const sent = await send('org-a');
+    const claiming = new TurnScheduler(connection, prefix, undefined, undefined, leases).claim(1, LEASE_MS, false);
+    await until(() => held.size === 1);
+    expect([...held]).toEqual([`${sent.sessionId}:${sent.turnId}`]);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // reads fail meanwhile
+    await redis.call('ACL', 'SETUSER', user, '+lrange');
+    const [turn] = await claiming;
+    expect(turn).toMatchObject({ sessionId: sent.sessionId, turnId: sent.turnId, history: [{ content: 'x' }] });
+    expect(held.size).toBe(1); // the worker runs it now, and forgets it when it ends
+    // Without a lease holder (not a worker's scheduler) the read is not tried again.
+    await send('org-b');
+    await redis.call('ACL', 'SETUSER', user, '-lrange');
+    await expect(new TurnScheduler(connection, prefix).claim(1, LEASE_MS, false)).rejects.toThrow(/NOPERM/);
+  } finally {
+    connection.disconnect();
+    await redis.call('ACL', 'DELUSER', user);
+  }
 });
+
+async function until(check: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
 
 it("leases the turns of one claim until the Redis clock's now plus the lease lifetime, and a claim that finds nothing reads no clock", async () => {
   const [a, b] = await sendMany('org-clock', 2);

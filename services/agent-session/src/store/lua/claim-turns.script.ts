@@ -8,8 +8,8 @@ import { LUA_CLAIM_TURNS } from './scheduler.lua';
  *
  * KEYS[1] ready zset, KEYS[2] leases zset (declared; every key is under ARGV[1]'s hash tag)
  * ARGV[1] key base, ARGV[2] most turns to claim, ARGV[3] lease lifetime (ms), ARGV[4] 1 = baton, 0 = none
- * returns { { session id, turn id, org, job JSON, history, 1 if the session has readers else 0 }, … }
- * (see claimTurns in scheduler.lua.ts)
+ * returns { { session id, turn id, org, job JSON }, … } (the worker reads each history after: a running
+ * session's history does not change, and Lua would copy it item by item)
  */
 export const claimTurnsScript = luaScript(
   `${LUA_CLAIM_TURNS}

@@ -11,7 +11,7 @@ import { LUA_DEQUEUE } from './scheduler.lua';
  * kept unless it is idle or errored and its last activity is at or before the cutoff; an index
  * entry without a session is dropped.
  *
- * KEYS[1] session hash, KEYS[2] history, KEYS[3] activity zset, KEYS[4] org index zset, KEYS[5] errored set
+ * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] org index zset, KEYS[5] errored set
  * ARGV[1] session id, ARGV[2] org ('' = none), ARGV[3] events channel, ARGV[4] cancel channel,
  * ARGV[5] 'delete' | 'sweep', ARGV[6] sweep cutoff (ms, sweep mode only), ARGV[7] key base,
  * ARGV[8] how long the job of an executing turn is kept (ms), and last the event log's argument

@@ -1,6 +1,6 @@
 import { luaScript } from '@tollway/accounts';
 import { EVENT_LOG_LUA } from '../event-log-keys';
-import { LUA_DEQUEUE, LUA_END_TURN, LUA_HISTORY, LUA_RELEASE_SLOT } from './scheduler.lua';
+import { LUA_DEQUEUE, LUA_END_TURN, LUA_RELEASE_SLOT } from './scheduler.lua';
 
 /**
  * Ends a turn wherever it stands, compare-and-set (see endTurn in scheduler.lua.ts): a waiting
@@ -12,16 +12,17 @@ import { LUA_DEQUEUE, LUA_END_TURN, LUA_HISTORY, LUA_RELEASE_SLOT } from './sche
  * ARGV[1] key base, ARGV[2] session id, ARGV[3] turn id, ARGV[4] the session's org ('' = none),
  * ARGV[5] now (ms), ARGV[6] events channel, ARGV[7] who ends it ('worker', 'reaper', 'api'),
  * ARGV[8] 'success' | 'error', ARGV[9] response JSON (success) or error message (error),
- * ARGV[10] ended-marker lifetime (ms), ARGV[11] the messages to append (success: appendedHistory),
- * ARGV[12] how many they are, and last the event log's three arguments (turnEndLogArgs: see EVENT_LOG_LUA)
+ * ARGV[10] ended-marker lifetime (ms), ARGV[11..] messages to append (success), one JSON message each,
+ * and last the event log's two arguments (turnEndLogArgs: see EVENT_LOG_LUA), taken off first
  * returns { 'applied' | 'stale', 1 if this call released the turn's lease else 0 }
  */
 export const endTurnScript = luaScript(
   `${LUA_RELEASE_SLOT}
 ${LUA_DEQUEUE}
-${LUA_HISTORY}
 ${LUA_END_TURN}
 ${EVENT_LOG_LUA}
+local pendingJson = table.remove(ARGV)
+local log = cjson.decode(table.remove(ARGV))
 local base, sid, tid, org = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local released = redis.call('ZREM', base .. 'leases', sid .. ':' .. tid .. ':' .. org)
 if released == 1 then
@@ -30,8 +31,8 @@ else
   local s = redis.call('HMGET', KEYS[1], 'turn_id', 'job')
   if s[1] == tid and s[2] then dequeue(base, org, sid .. ':' .. tid .. '|' .. s[2]) end
 end
-local result = endTurn(base, sid, tid, ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12]))
-if result == 'applied' then logTurnEnd(base, sid, tid, ARGV[13], ARGV[14], ARGV[15]) end
+local result = endTurn(base, sid, tid, ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV, 11)
+if result == 'applied' then logTurnEnd(base, sid, tid, log, pendingJson) end
 return { result, released }
 `,
   'turn_end',

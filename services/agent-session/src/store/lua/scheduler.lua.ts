@@ -21,35 +21,6 @@ local function redisNow()
 end`;
 
 /**
- * A session's history is one string, each message's JSON after a comma (`,{…},{…}`), appended to
- * with `APPEND` and read whole with one `GET`; the session hash counts its messages (`messages`).
- * Builds before this one kept a list, one message an item, and no count: `upgradeHistory(base,
- * sid)` turns such a session's list into the string, once, and returns its count of messages;
- * `readHistory(base, sid)` is the string ('' for none), a list upgraded first. Included by every
- * script that appends to or reads a history.
- */
-export const LUA_HISTORY = `
-local function upgradeHistory(base, sid)
-  local key = base .. 'h:' .. sid
-  local items = {}
-  if redis.call('TYPE', key)['ok'] == 'list' then items = redis.call('LRANGE', key, 0, -1) end
-  if #items > 0 then
-    redis.call('DEL', key)
-    redis.call('SET', key, ',' .. table.concat(items, ','))
-  end
-  if redis.call('EXISTS', base .. 's:' .. sid) == 1 then redis.call('HSET', base .. 's:' .. sid, 'messages', #items) end
-  return #items
-end
-local function readHistory(base, sid)
-  local history = redis.pcall('GET', base .. 'h:' .. sid)
-  if type(history) == 'table' then
-    upgradeHistory(base, sid)
-    history = redis.call('GET', base .. 'h:' .. sid)
-  end
-  return history or ''
-end`;
-
-/**
  * The `activity` score of a running session (its turn waiting or executing): past any time, so the
  * TTL sweep, which takes the oldest activity first, never reaches it.
  */
@@ -162,19 +133,19 @@ local function claimOne(base, lease, pending)
   local tid = string.sub(member, sep + 1, bar - 1)
   if not lease.untilMs then lease.untilMs = redisNow() + lease.ttlMs end
   redis.call('ZADD', base .. 'leases', lease.untilMs, sid .. ':' .. tid .. ':' .. org)
+  -- Whether the session has readers is asked by the worker with the turn's history, in the same
+  -- round trip (a command there costs Redis less than one from a script).
   return { sid, tid, org, string.sub(member, bar + 1) }, stays
 end`;
 
 /**
- * `claimTurns(base, max, leaseTtlMs, baton, releasing)`: up to `max` turns, each { session id, turn
- * id, org, job JSON, history (see LUA_HISTORY), 1 if the session has readers else 0 }. With
+ * `claimTurns(base, max, leaseTtlMs, baton, releasing)`: up to `max` turns (see claimOne). With
  * `baton`, a claim that took all it asked for while organizations stay ready leaves a wake token,
  * so an idle worker takes the rest (a worker replacing a turn it just ended needs none: the count
  * of turns executing does not grow). `releasing` names the organization of a turn that just ended,
  * whose running slot this call gives back (handed on to its next turn when that is claimed).
  */
 export const LUA_CLAIM_TURNS = `${LUA_REDIS_NOW}
-${LUA_HISTORY}
 ${LUA_CLAIM_ONE}
 local function claimTurns(base, max, leaseTtlMs, baton, releasing)
   local out = {}
@@ -195,40 +166,36 @@ local function claimTurns(base, max, leaseTtlMs, baton, releasing)
   if baton and #out >= max and (stays or redis.call('EXISTS', base .. 'ready') == 1) then
     redis.call('ZADD', base .. 'wake', 0, 'w')
   end
-  -- Each turn with its session's history and whether the session has readers: a running session's
-  -- history does not change until its turn ends, so the worker needs no read of its own.
-  for _, turn in ipairs(out) do
-    turn[5] = readHistory(base, turn[1])
-    turn[6] = redis.call('EXISTS', base .. 'watch:' .. turn[1])
-  end
   return out
 end`;
 
 /**
- * `endTurn(base, sid, tid, now, channel, ender, kind, text, markerTtlMs, appended, count)`: ends the
- * turn compare-and-set (only while the session runs this very turn). Success appends `appended`
- * (`count` messages, each JSON after a comma, as the history stores them), adding their bytes to
- * history_bytes, and goes idle with `response` = `text`; error goes to error with the message `text`
- * and appends nothing, keeping the response of the last successful turn. The turn's id and job are
- * blanked (the job holds the webhook's token, which must not outlive the turn), and the session's
- * activity is now. Publishes the session event that wakes long-polls, with the outcome: on the
- * channel of each API replica whose long-polls registered on the session (`waiters`, cleared here),
- * or, when none ever did (a session no long-poll of this build read), on the shared channel.
+ * `endTurn(base, sid, tid, now, channel, ender, kind, text, markerTtlMs, messages, first)`:
+ * ends the turn compare-and-set (only while the session runs this very turn). Success appends
+ * `messages[first..]` (adding their bytes to history_bytes) and goes idle with `response` =
+ * `text`; error goes to error with the message `text` and appends nothing, keeping the response
+ * of the last successful turn. The turn's id and job are blanked (the job holds the webhook's
+ * token, which must not outlive the turn), and the session's activity is now. Publishes the
+ * session event that wakes long-polls, with the outcome: on the channel of each API replica whose
+ * long-polls registered on the session (`waiters`, cleared here), or, when none ever did (a
+ * session no long-poll of this build read), on the shared channel.
  * A turn another than its worker ends leaves an expiring marker (`ended:<tid>`). Returns 'applied'
- * or 'stale' (nothing written). Needs LUA_HISTORY before it.
+ * or 'stale' (nothing written).
  */
 export const LUA_END_TURN = `
-local function endTurn(base, sid, tid, now, channel, ender, kind, text, markerTtlMs, appended, count)
+local function endTurn(base, sid, tid, now, channel, ender, kind, text, markerTtlMs, messages, first)
   local skey = base .. 's:' .. sid
-  local s = redis.call('HMGET', skey, 'status', 'turn_id', 'history_bytes', 'waiters', 'messages')
+  local s = redis.call('HMGET', skey, 'status', 'turn_id', 'history_bytes', 'waiters')
   if s[1] ~= 'running' or s[2] ~= tid then return 'stale' end
   local status = 'error'
   if kind == 'success' then
     status = 'idle'
-    local held = tonumber(s[5] or upgradeHistory(base, sid))
-    if count > 0 then redis.call('APPEND', base .. 'h:' .. sid, appended) end
-    redis.call('HSET', skey, 'status', 'idle', 'response', text, 'updated_at', now,
-      'history_bytes', tonumber(s[3] or '0') + #appended - count, 'messages', held + count,
+    local bytes = tonumber(s[3] or '0')
+    for i = first, #messages do bytes = bytes + #messages[i] end
+    for i = first, #messages, 1000 do
+      redis.call('RPUSH', base .. 'h:' .. sid, unpack(messages, i, math.min(i + 999, #messages)))
+    end
+    redis.call('HSET', skey, 'status', 'idle', 'response', text, 'updated_at', now, 'history_bytes', bytes,
       'ended_turn', tid .. ' ' .. ender, 'turn_id', '', 'job', '', 'waiters', '')
   else
     redis.call('HSET', skey, 'status', 'error', 'error', text, 'updated_at', now, 'ended_turn', tid .. ' ' .. ender,

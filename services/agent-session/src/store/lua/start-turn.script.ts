@@ -1,5 +1,5 @@
 import { luaScript } from '@tollway/accounts';
-import { LUA_ACTIVATE, LUA_HISTORY } from './scheduler.lua';
+import { LUA_ACTIVATE } from './scheduler.lua';
 
 /**
  * Moves an idle or errored session to running with a new turn id, appends the user message and
@@ -9,10 +9,10 @@ import { LUA_ACTIVATE, LUA_HISTORY } from './scheduler.lua';
  * weight and cap on running turns are stored with every send, so a changed limit applies from its
  * next send; an organization that had no turn waiting (or whose raised cap frees it) becomes ready.
  *
- * KEYS[1] session hash, KEYS[2] history (see LUA_HISTORY), KEYS[3] activity zset, KEYS[4] errored set,
+ * KEYS[1] session hash, KEYS[2] history list, KEYS[3] activity zset, KEYS[4] errored set,
  * KEYS[5] the organization's scheduler hash, KEYS[6] its queue
  * ARGV[1] key base, ARGV[2] session id, ARGV[3] caller's org ('' = none), ARGV[4] turn id,
- * ARGV[5] now (ms), ARGV[6] ',' then the message JSON, ARGV[7] the JSON's length in bytes, ARGV[8] the most bytes a
+ * ARGV[5] now (ms), ARGV[6] message JSON, ARGV[7] its length in bytes, ARGV[8] the most bytes a
  * history may hold, ARGV[9] the turn's job JSON, ARGV[10] the most turns the organization may have
  * waiting (0 = no limit), ARGV[11] its weight, ARGV[12] its cap on running turns (0 = none),
  * ARGV[13] the activity score of a running session, ARGV[14] the accepting API replica's id, put in
@@ -23,9 +23,8 @@ import { LUA_ACTIVATE, LUA_HISTORY } from './scheduler.lua';
  */
 export const startTurnScript = luaScript(
   `${LUA_ACTIVATE}
-${LUA_HISTORY}
 local base, sid, org, tid, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local s = redis.call('HMGET', KEYS[1], 'status', 'org', 'history_bytes', 'messages')
+local s = redis.call('HMGET', KEYS[1], 'status', 'org', 'history_bytes')
 if not s[1] or s[2] ~= org then return { 'missing' } end
 if s[1] == 'running' then return { 'busy' } end
 local held = tonumber(s[3] or '0') + tonumber(ARGV[7])
@@ -34,19 +33,17 @@ local o = redis.call('HMGET', KEYS[5], 'waiting', 'running', 'cap', 'vt')
 local waiting = tonumber(o[1] or '0')
 local maxWaiting = tonumber(ARGV[10])
 if maxWaiting > 0 and waiting >= maxWaiting then return { 'queue_full', waiting } end
-local count = tonumber(s[4] or upgradeHistory(base, sid)) + 1
 if ARGV[14] and ARGV[14] ~= '' then
-  redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held,
-    'messages', count, 'job', ARGV[9], 'waiters', ARGV[14])
+  redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held, 'job', ARGV[9],
+    'waiters', ARGV[14])
 else
-  redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held,
-    'messages', count, 'job', ARGV[9])
+  redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held, 'job', ARGV[9])
 end
 if s[1] == 'error' then
   redis.call('HDEL', KEYS[1], 'error')
   redis.call('SREM', KEYS[4], sid)
 end
-redis.call('APPEND', KEYS[2], ARGV[6])
+redis.call('RPUSH', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[13], sid)
 redis.call('RPUSH', KEYS[6], sid .. ':' .. tid .. '|' .. ARGV[9])
 local cap = tonumber(ARGV[12])
