@@ -54,22 +54,29 @@ end
 
 /**
  * Lua of the scripts that end turns and delete sessions (the scheduler's `finish-turn`, `end-turn`,
- * `reap-turns` and `delete-session`), each given its log argument (turnEndLogArg, deletionLogArg)
- * as its last ARGV, which it takes off with `table.remove(ARGV)` before reading the rest, so the
- * event log is written in the step that changes the session and the two never disagree:
+ * `reap-turns` and `delete-session`), each given its log arguments (turnEndLogArgs,
+ * deletionLogArg) as its last ARGV, which it takes off with `table.remove(ARGV)` before reading the
+ * rest, so the event log is written in the step that changes the session and the two never disagree:
  *
- * - `logTurnEnd(base, sid, tid, log, pendingJson)`, after a turn ended (applied): when the worker
- *   streamed the turn (`log.w` = 'write'), the session has readers or its log exists, the events the
- *   worker had not written (`pendingJson`, decoded only then: a turn no one reads pays no JSON), then turn.completed or turn.failed with the session as it reads now and
- *   `log.m` (the trace_metrics JSON, 'null' when unknown). Nothing of a turn follows its ending event.
+ * - `logTurnEnd(base, sid, tid, mode, settings, pendingJson, readers)`, after a turn ended
+ *   (applied): when the worker streamed the turn (`mode` = 'write'), or the session has readers or
+ *   its log exists, the events the worker had not written (`pendingJson`), then turn.completed or
+ *   turn.failed with the session as it reads now and `log.m` (the trace_metrics JSON, 'null' when
+ *   unknown), `log` being `settings` decoded. The two JSONs are decoded only then: a turn no one
+ *   reads pays no JSON. `readers` is the session's `readers` field as its end read it: '0' = no
+ *   reader ever joined it (see SessionKeys.session), so it has neither, and nothing is asked.
+ *   Nothing of a turn follows its ending event.
  * - `logDeletion(base, sid, org, tid, log)`, as the session is deleted: when it has readers or a log,
  *   turn.cancelled (of `tid`, or with turn_id null for '') with `log.c` as its error; the log then
  *   lives `log.g` ms (its connected readers read it) and the watch key goes.
  */
 export const EVENT_LOG_LUA = `${APPEND_LUA}
-local function logTurnEnd(base, sid, tid, log, pendingJson)
+local function logTurnEnd(base, sid, tid, mode, settings, pendingJson, readers)
   local stream = base .. 'ev:' .. sid
-  if log.w ~= 'write' and redis.call('EXISTS', stream, base .. 'watch:' .. sid) == 0 then return end
+  if mode ~= 'write' and (readers == '0' or redis.call('EXISTS', stream, base .. 'watch:' .. sid) == 0) then
+    return
+  end
+  local log = cjson.decode(settings)
   local s = redis.call('HMGET', base .. 's:' .. sid, 'status', 'org', 'response', 'error')
   local start = log.s
   local prev = last_id(stream)
@@ -137,20 +144,19 @@ export interface TurnEndEvents {
 }
 
 /**
- * The last two ARGV of the scripts a worker ends a turn with: what `logTurnEnd` writes (see
- * EVENT_LOG_LUA), its settings, then the events not yet written as JSON of their own (parsed only
- * when the turn is logged).
+ * The last three ARGV of the scripts a worker ends a turn with: what `logTurnEnd` writes (see
+ * EVENT_LOG_LUA): its mode, its settings, then the events not yet written as JSON of their own (the
+ * two JSONs are parsed only when the turn is logged).
  */
-export function turnEndLogArgs(retention: EventLogRetention, events?: TurnEndEvents): [string, string] {
-  return [turnEndLogArg(retention, events), JSON.stringify(events?.pending ?? [])];
+export function turnEndLogArgs(retention: EventLogRetention, events?: TurnEndEvents): [string, string, string] {
+  return [events?.mode ?? 'check', turnEndLogSettings(retention, events), JSON.stringify(events?.pending ?? [])];
 }
 
-/** The log settings of a turn's end (`log` of logTurnEnd), without its pending events. */
-export function turnEndLogArg(retention: EventLogRetention, events?: TurnEndEvents): string {
+/** The log settings of a turn's end (`settings` of logTurnEnd), without its mode and pending events. */
+export function turnEndLogSettings(retention: EventLogRetention, events?: TurnEndEvents): string {
   return JSON.stringify({
     n: retention.maxEntries,
     r: retention.retentionMs,
-    w: events?.mode ?? 'check',
     s: events?.startId ?? '',
     m: events?.traceMetricsJson ?? 'null',
   });

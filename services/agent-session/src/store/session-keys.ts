@@ -7,7 +7,12 @@ import { sessionSchedulerKeys } from '@tollway/accounts';
  * session service lives on one slot (see the README, "The ceiling of one Redis").
  */
 export interface SessionKeys {
-  /** Hash: status, org, turn_id, job, response, error, created_at, updated_at, history_bytes, ended_turn. */
+  /**
+   * Hash: status, org, turn_id, job, response, error, created_at, updated_at, history_bytes,
+   * ended_turn, waiters, readers ('0' until a reader of its event stream first joins, then '1': the
+   * end of a turn of a session no reader ever joined asks for no readers or log; absent on sessions
+   * made before it, whose ends always ask).
+   */
   session(id: string): string;
   /** List of the history, one JSON StoredMessage per item, oldest first. */
   history(id: string): string;

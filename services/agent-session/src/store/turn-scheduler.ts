@@ -15,8 +15,8 @@ import { schedulerOrg, sessionEventsChannel, sessionKeyBase, sessionKeys, type S
 import {
   DEFAULT_EVENT_LOG_RETENTION,
   streamKeys,
-  turnEndLogArg,
   turnEndLogArgs,
+  turnEndLogSettings,
   type EventLogRetention,
   type StreamKeys,
   type TurnEndEvents,
@@ -161,7 +161,7 @@ export class TurnScheduler {
     const reply = (await reapTurnsScript.run(
       this.redis,
       [this.keys.leases],
-      [this.base, limit, this.eventsChannel, ENDED_MARKER_TTL_MS, error, turnEndLogArg(this.eventLog)],
+      [this.base, limit, this.eventsChannel, ENDED_MARKER_TTL_MS, error, turnEndLogSettings(this.eventLog)],
     )) as Array<[string, string, 'ended' | 'deleted', string | null | false]>;
     return reply.map(([sessionId, turnId, how, jobJson]) => ({
       sessionId,

@@ -4,7 +4,9 @@ import { observeScriptCalls } from '@tollway/accounts';
 import { SessionEvent } from '@tollway/contracts';
 import { createLogger } from '@tollway/service-kit';
 import { streamKeys } from '../../src/store/event-log-keys';
+import { sessionKeys } from '../../src/store/session-keys';
 import { SessionStore } from '../../src/store/session-store';
+import { attachReaderScript } from '../../src/streaming/lua/attach-reader.script';
 import { TurnEventStreams, type TurnEventStream } from '../../src/streaming/turn-event-stream';
 import { deleteKeys, testPrefix } from '../api/api-harness';
 import { waitFor } from '../worker/worker-harness';
@@ -62,6 +64,15 @@ async function log(sessionId: string): Promise<Array<[string, SessionEvent]>> {
   });
 }
 
+/** A reader joins the session's stream, as an API replica's reader hub does it. */
+async function attachReader(sessionId: string): Promise<void> {
+  await attachReaderScript.run(
+    redis,
+    [sessionKeys(prefix).session(sessionId), keys.events(sessionId), keys.watch(sessionId)],
+    ['org_a', 10_000, keys.watchChannel, sessionId],
+  );
+}
+
 const delta = (content: string) => ({ type: 'message.delta' as const, message_index: 0, content });
 
 it('costs one round trip for a turn no one reads, and keeps what it would write', async () => {
@@ -80,7 +91,7 @@ it('costs one round trip for a turn no one reads, and keeps what it would write'
   ]);
   stream.close();
   // A reader that comes as the turn ends gets it whole: the finish script writes what waited.
-  await redis.set(keys.watch(sessionId), '1', 'PX', 10_000);
+  await attachReader(sessionId);
   const reply = { role: 'assistant' as const, content: 'Hello there' };
   await store.finishTurn(
     sessionId,
@@ -98,8 +109,7 @@ it('writes the turn from its start as soon as a reader is announced, then in bat
   await new Promise((resolve) => setTimeout(resolve, 100));
   expect(await redis.exists(keys.events(sessionId))).toBe(0);
   // A reader comes: its API process sets the watch key and announces it.
-  await redis.set(keys.watch(sessionId), '1', 'PX', 10_000);
-  await redis.publish(keys.watchChannel, sessionId);
+  await attachReader(sessionId);
   await waitFor(async () => (await log(sessionId)).length === 2);
   scripts.length = 0;
   for (let i = 0; i < 50; i++) {
@@ -147,7 +157,7 @@ it('writes the turn from its start as soon as a reader is announced, then in bat
 
 it('writes nothing of a turn after its session is deleted: the deletion is its last event', async () => {
   const { sessionId, turnId, stream } = await runningTurn();
-  await redis.set(keys.watch(sessionId), '1', 'PX', 10_000);
+  await attachReader(sessionId);
   stream.begin();
   await waitFor(async () => (await log(sessionId)).length === 1);
   expect((await store.delete(sessionId, 'org_a')).deleted).toBe(true);
@@ -161,4 +171,36 @@ it('writes nothing of a turn after its session is deleted: the deletion is its l
   // The deleted session's log goes soon after, its watch key at once.
   expect(await redis.pttl(keys.events(sessionId))).toBeLessThanOrEqual(30_000);
   expect(await redis.exists(keys.watch(sessionId))).toBe(0);
+});
+
+it("a turn's end asks for readers and a log only on a session a reader once joined, or one made before the readers field", async () => {
+  const reply = { role: 'assistant' as const, content: 'ok' };
+  const finish = async (sessionId: string, turnId: string) =>
+    store.finishTurn(sessionId, turnId, { kind: 'success', append: [reply], response: reply }, { org: 'org_a' });
+  const unread = await runningTurn();
+  const read = await runningTurn();
+  const older = await runningTurn();
+  for (const turn of [unread, read, older]) turn.stream.close();
+  await attachReader(read.sessionId);
+  await redis.del(keys.watch(read.sessionId)); // its reader has gone since
+  // A session an earlier build made has no readers field; a reader of that build is on it.
+  await redis.hdel(sessionKeys(prefix).session(older.sessionId), 'readers');
+  await redis.set(keys.watch(older.sessionId), '1', 'PX', 10_000);
+  const monitor = await redis.monitor();
+  const asked: string[] = [];
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    if (String(args[0]).toLowerCase() === 'exists') asked.push(String(args[1]));
+  });
+  try {
+    for (const turn of [unread, read, older]) expect(await finish(turn.sessionId, turn.turnId)).toBe('applied');
+    await waitFor(async () => asked.includes(keys.events(older.sessionId)));
+    expect(asked).toEqual([keys.events(read.sessionId), keys.events(older.sessionId)]);
+  } finally {
+    monitor.disconnect();
+  }
+  const types = async (sessionId: string) =>
+    ((await redis.xrange(keys.events(sessionId), '-', '+')) as Array<[string, string[]]>).map(([, f]) => f[1]);
+  expect(await types(unread.sessionId)).toEqual([]);
+  expect(await types(read.sessionId)).toEqual([]);
+  expect(await types(older.sessionId)).toEqual(['turn.completed']);
 });

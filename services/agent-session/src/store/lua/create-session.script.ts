@@ -17,7 +17,8 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[4]) then return -1 end
 local orgCap = tonumber(ARGV[6])
 if orgCap > 0 and redis.call('ZCARD', KEYS[4]) >= orgCap then return -2 end
-redis.call('HSET', KEYS[1], 'status', 'idle', 'org', ARGV[2], 'created_at', ARGV[3], 'updated_at', ARGV[3], 'history_bytes', ARGV[5])
+redis.call('HSET', KEYS[1], 'status', 'idle', 'org', ARGV[2], 'created_at', ARGV[3], 'updated_at', ARGV[3],
+  'history_bytes', ARGV[5], 'readers', '0')
 for i = 7, #ARGV, 1000 do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end

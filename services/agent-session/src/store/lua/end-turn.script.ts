@@ -13,7 +13,7 @@ import { LUA_DEQUEUE, LUA_END_TURN, LUA_RELEASE_SLOT } from './scheduler.lua';
  * ARGV[5] now (ms), ARGV[6] events channel, ARGV[7] who ends it ('worker', 'reaper', 'api'),
  * ARGV[8] 'success' | 'error', ARGV[9] response JSON (success) or error message (error),
  * ARGV[10] ended-marker lifetime (ms), ARGV[11..] messages to append (success), one JSON message each,
- * and last the event log's two arguments (turnEndLogArgs: see EVENT_LOG_LUA), taken off first
+ * and last the event log's three arguments (turnEndLogArgs: see EVENT_LOG_LUA), taken off first
  * returns { 'applied' | 'stale', 1 if this call released the turn's lease else 0 }
  */
 export const endTurnScript = luaScript(
@@ -22,7 +22,8 @@ ${LUA_DEQUEUE}
 ${LUA_END_TURN}
 ${EVENT_LOG_LUA}
 local pendingJson = table.remove(ARGV)
-local log = cjson.decode(table.remove(ARGV))
+local logSettings = table.remove(ARGV)
+local logMode = table.remove(ARGV)
 local base, sid, tid, org = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local released = redis.call('ZREM', base .. 'leases', sid .. ':' .. tid .. ':' .. org)
 if released == 1 then
@@ -31,8 +32,8 @@ else
   local s = redis.call('HMGET', KEYS[1], 'turn_id', 'job')
   if s[1] == tid and s[2] then dequeue(base, org, sid .. ':' .. tid .. '|' .. s[2]) end
 end
-local result = endTurn(base, sid, tid, ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV, 11)
-if result == 'applied' then logTurnEnd(base, sid, tid, log, pendingJson) end
+local result, readers = endTurn(base, sid, tid, ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV, 11)
+if result == 'applied' then logTurnEnd(base, sid, tid, logMode, logSettings, pendingJson, readers) end
 return { result, released }
 `,
   'turn_end',

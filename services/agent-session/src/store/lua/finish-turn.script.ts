@@ -13,7 +13,7 @@ import { LUA_CLAIM_TURNS, LUA_END_TURN } from './scheduler.lua';
  * ARGV[6] events channel, ARGV[7] 'success' | 'error', ARGV[8] response JSON (success) or error
  * message (error), ARGV[9] ended-marker lifetime (ms), ARGV[10] turns to claim next,
  * ARGV[11] lease lifetime (ms), ARGV[12..] messages to append (success), one JSON message each,
- * and last the event log's two arguments (turnEndLogArgs: see EVENT_LOG_LUA), taken off first
+ * and last the event log's three arguments (turnEndLogArgs: see EVENT_LOG_LUA), taken off first
  * returns { 'applied' | 'stale', 1 if this call released the lease else 0, { claimed turns… } } (see claim-turns)
  */
 export const finishTurnScript = luaScript(
@@ -21,11 +21,12 @@ export const finishTurnScript = luaScript(
 ${LUA_END_TURN}
 ${EVENT_LOG_LUA}
 local pendingJson = table.remove(ARGV)
-local log = cjson.decode(table.remove(ARGV))
+local logSettings = table.remove(ARGV)
+local logMode = table.remove(ARGV)
 local base, sid, tid, org = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local released = redis.call('ZREM', base .. 'leases', sid .. ':' .. tid .. ':' .. org)
-local result = endTurn(base, sid, tid, ARGV[5], ARGV[6], 'worker', ARGV[7], ARGV[8], ARGV[9], ARGV, 12)
-if result == 'applied' then logTurnEnd(base, sid, tid, log, pendingJson) end
+local result, readers = endTurn(base, sid, tid, ARGV[5], ARGV[6], 'worker', ARGV[7], ARGV[8], ARGV[9], ARGV, 12)
+if result == 'applied' then logTurnEnd(base, sid, tid, logMode, logSettings, pendingJson, readers) end
 local releasing = nil
 if released == 1 then releasing = org end
 return { result, released, claimTurns(base, tonumber(ARGV[10]), tonumber(ARGV[11]), false, releasing) }

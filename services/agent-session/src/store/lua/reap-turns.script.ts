@@ -11,8 +11,8 @@ import { LUA_END_TURN, LUA_REDIS_NOW, LUA_RELEASE_SLOT } from './scheduler.lua';
  *
  * KEYS[1] leases zset (declared; every key is under ARGV[1]'s hash tag)
  * ARGV[1] key base, ARGV[2] most leases to claim, ARGV[3] events channel, ARGV[4] ended-marker
- * lifetime (ms), ARGV[5] the error message of a reaped turn, ARGV[6] the event log's argument
- * (turnEndLogArg: see EVENT_LOG_LUA)
+ * lifetime (ms), ARGV[5] the error message of a reaped turn, ARGV[6] the event log's settings
+ * (turnEndLogSettings: see EVENT_LOG_LUA)
  * returns { { session id, turn id, 'ended' | 'deleted', the turn's job JSON or false }, … }: 'ended'
  * = ended in error now (its job read before the end cleared it), 'deleted' = its session was
  * deleted while its worker was gone (the job the deletion kept, if still there)
@@ -22,7 +22,6 @@ export const reapTurnsScript = luaScript(
 ${LUA_RELEASE_SLOT}
 ${LUA_END_TURN}
 ${EVENT_LOG_LUA}
-local log = cjson.decode(ARGV[6])
 local base = ARGV[1]
 local now = redisNow()
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
@@ -35,8 +34,9 @@ for _, member in ipairs(expired) do
   local tid = string.sub(member, first + 1, second - 1)
   releaseSlot(base, string.sub(member, second + 1))
   local job = redis.call('HGET', base .. 's:' .. sid, 'job')
-  if endTurn(base, sid, tid, now, ARGV[3], 'reaper', 'error', ARGV[5], ARGV[4], {}, 1) == 'applied' then
-    logTurnEnd(base, sid, tid, log, nil)
+  local result, readers = endTurn(base, sid, tid, now, ARGV[3], 'reaper', 'error', ARGV[5], ARGV[4], {}, 1)
+  if result == 'applied' then
+    logTurnEnd(base, sid, tid, 'check', ARGV[6], '[]', readers)
     out[#out + 1] = { sid, tid, 'ended', job }
   else
     out[#out + 1] = { sid, tid, 'deleted', redis.call('GET', base .. 'cancelled:' .. tid) }

@@ -180,12 +180,12 @@ end`;
  * long-polls registered on the session (`waiters`, cleared here), or, when none ever did (a
  * session no long-poll of this build read), on the shared channel.
  * A turn another than its worker ends leaves an expiring marker (`ended:<tid>`). Returns 'applied'
- * or 'stale' (nothing written).
+ * or 'stale' (nothing written); with 'applied', the session's `readers` field (for logTurnEnd).
  */
 export const LUA_END_TURN = `
 local function endTurn(base, sid, tid, now, channel, ender, kind, text, markerTtlMs, messages, first)
   local skey = base .. 's:' .. sid
-  local s = redis.call('HMGET', skey, 'status', 'turn_id', 'history_bytes', 'waiters')
+  local s = redis.call('HMGET', skey, 'status', 'turn_id', 'history_bytes', 'waiters', 'readers')
   if s[1] ~= 'running' or s[2] ~= tid then return 'stale' end
   local status = 'error'
   if kind == 'success' then
@@ -218,5 +218,5 @@ local function endTurn(base, sid, tid, now, channel, ender, kind, text, markerTt
   else
     for replica in string.gmatch(s[4], '%S+') do redis.call('PUBLISH', channel .. ':' .. replica, message) end
   end
-  return 'applied'
+  return 'applied', s[5]
 end`;

@@ -3,7 +3,8 @@ import { luaScript } from '@tollway/accounts';
 /**
  * A reader joins a session's stream: checks the session is the caller's, marks it watched (the
  * watch key, refreshed while readers remain; its creation is published so the worker running the
- * session's turn streams at once) and finds where a new reader starts, in one atomic step, so a
+ * session's turn streams at once; and the session's `readers` field, so the ends of its turns look
+ * for readers and a log from now on) and finds where a new reader starts, in one atomic step, so a
  * turn that starts or ends meanwhile is either wholly before or wholly after it. A new reader
  * starts at the running turn's first entry when the log holds one (a reader joining mid-turn reads
  * the turn from its start), else at the log's end (the worker writes the turn from its start,
@@ -16,8 +17,10 @@ import { luaScript } from '@tollway/accounts';
  */
 export const attachReaderScript = luaScript(
   `
-local s = redis.call('HMGET', KEYS[1], 'status', 'org', 'turn_id')
+local s = redis.call('HMGET', KEYS[1], 'status', 'org', 'turn_id', 'readers')
 if not s[1] or s[2] ~= ARGV[1] then return { 'missing' } end
+-- From now on the ends of the session's turns look for its readers and its log (see logTurnEnd).
+if s[4] == '0' then redis.call('HSET', KEYS[1], 'readers', '1') end
 if not redis.call('SET', KEYS[3], '1', 'PX', ARGV[2], 'GET') then
   redis.call('PUBLISH', ARGV[3], ARGV[4])
 end
