@@ -318,10 +318,15 @@ it("leases the turns of one claim until the Redis clock's now plus the lease lif
   expect(deadlines[0]).toBe(deadlines[1]);
   expect(Number(deadlines[0])).toBeGreaterThanOrEqual(before + LEASE_MS);
   expect(Number(deadlines[0])).toBeLessThan(before + LEASE_MS + 5_000);
-  // Nothing waits now: a claim (and an end that claims) run no TIME.
+  // Nothing waits now: a claim (and an end that claims) run no TIME, and an end that gives its slot
+  // back without making its organization ready looks at the ready set once.
   const monitor = await redis.monitor();
   const commands: string[] = [];
-  monitor.on('monitor', (_time: string, args: string[]) => commands.push(String(args[0]).toLowerCase()));
+  const readyReads: string[] = [];
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    commands.push(String(args[0]).toLowerCase());
+    if (String(args[0]).toLowerCase() === 'zrange' && args[1] === sessionKeys(prefix).ready) readyReads.push('zrange');
+  });
   try {
     expect(await scheduler.claim(4, LEASE_MS, false)).toEqual([]);
     for (const turn of claimed)
@@ -330,6 +335,7 @@ it("leases the turns of one claim until the Redis clock's now plus the lease lif
     for (let i = 0; i < 100 && !commands.includes('ping'); i++) await new Promise((r) => setTimeout(r, 5));
     expect(commands.filter((command) => command === 'evalsha')).toHaveLength(3);
     expect(commands).not.toContain('time');
+    expect(readyReads).toHaveLength(1 + claimed.length);
   } finally {
     monitor.disconnect();
   }

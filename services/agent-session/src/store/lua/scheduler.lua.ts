@@ -44,7 +44,7 @@ end`;
 
 /**
  * `releaseSlot(base, org)`: one executing turn of `org` ended (its lease was removed); an
- * organization its cap held back is ready again.
+ * organization its cap held back is ready again. True when it made `org` ready.
  */
 export const LUA_RELEASE_SLOT = `${LUA_ACTIVATE}
 local function releaseSlot(base, org)
@@ -55,7 +55,9 @@ local function releaseSlot(base, org)
   redis.call('HSET', key, 'running', math.max(0, running - 1))
   if tonumber(o[1] or '0') > 0 and cap > 0 and running >= cap and running - 1 < cap then
     activate(base, org, tonumber(o[4] or '0'))
+    return true
   end
+  return false
 end`;
 
 /**
@@ -94,9 +96,9 @@ export const LUA_CLAIM_ONE = `${LUA_RELEASE_SLOT}
 local function claimOne(base, lease, pending)
   local head = redis.call('ZRANGE', base .. 'ready', 0, 0, 'WITHSCORES')
   if pending.org and head[1] ~= pending.org then
-    releaseSlot(base, pending.org)
+    -- The head changes only if the slot given back made its organization ready.
+    if releaseSlot(base, pending.org) then head = redis.call('ZRANGE', base .. 'ready', 0, 0, 'WITHSCORES') end
     pending.org = nil
-    head = redis.call('ZRANGE', base .. 'ready', 0, 0, 'WITHSCORES')
   end
   local org = head[1]
   if not org then return nil, false end
