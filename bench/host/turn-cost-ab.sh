@@ -7,7 +7,10 @@
 # turns/s, round trip p50/p99, Redis CPU per turn (INFO used_cpu_sys + used_cpu_user) and commands per
 # turn, then the medians and new / base. Runs in the folder pack-ab.sh made (bundle/).
 # With SLOWLOG=1, each run then logs every command for 3 s more and prints Redis's own time per turn by
-# command and by script (slowlog.mjs). Usage: bundle/turn-cost-ab.sh (ROUNDS=2 SECS=10 W=6 C=64 OUT=dir SLOWLOG= from the environment)
+# command and by script (slowlog.mjs). BUILDS (default "base new") names the bundle's builds to run in each
+# round, in order: a third build copied into the bundle beside them (e.g. "base old new") is measured too,
+# though the medians compare base and new only.
+# Usage: bundle/turn-cost-ab.sh (ROUNDS=2 SECS=10 W=6 C=64 OUT=dir SLOWLOG= BUILDS= from the environment)
 set -u
 P=$(cd "$(dirname "$0")" && pwd); OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-2}; SECS=${SECS:-10}; W=${W:-6}; C=${C:-64}
@@ -69,7 +72,7 @@ run() { # build round
     { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } n += v["turns"]; e += v["errors"]; if (v["p50"] > p50) p50 = v["p50"]; if (v["p99"] > p99) p99 = v["p99"] }
     END { printf "%s round %d: turns/s=%.0f worst_p50=%sms worst_p99=%sms errors=%d redis_cpu=%.0f%% redis_us/turn=%.1f redis_cmds/turn=%.1f\n", b, r, n / secs, p50, p99, e, 100 * c / dt, 1e6 * c / n, k / n }' | tee -a "$OUT/runs.txt"
 }
-for r in $(seq 1 "$ROUNDS"); do run base "$r"; run new "$r"; done
+for r in $(seq 1 "$ROUNDS"); do for b in ${BUILDS:-base new}; do run "$b" "$r"; done; done
 awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[2] != "") { x[$1, kv[1], ++n[$1, kv[1]]] = kv[2] + 0 } } }
   function med(b, f,   m, a, i, j, t) { m = n[b, f]; for (i = 1; i <= m; i++) a[i] = x[b, f, i]; for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }; return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
   END { split("turns/s redis_us/turn redis_cmds/turn", f, " "); for (k = 1; k <= 3; k++) printf "median %s: base %.1f, new %.1f, new / base %.3f\n", f[k], med("base", f[k]), med("new", f[k]), med("new", f[k]) / med("base", f[k]) }' "$OUT/runs.txt"
