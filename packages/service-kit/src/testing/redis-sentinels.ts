@@ -7,6 +7,12 @@ import type { RedisConnectionConfig, SentinelAddress } from '../redis-config';
 import { freePort } from './free-port';
 import { spawnRedis, type RedisProcess } from './redis-server';
 
+/**
+ * The helper's clients close at once when stopped: ioredis otherwise waits up to 2 s for a socket
+ * that a killed node had already closed (its timer is never cleared), and the test process with it.
+ */
+const QUICK_CLOSE = { disconnectTimeout: 100 } as const;
+
 /** How long a switchover holds the writes on the old primary, ms: past the clients' move to the new one. */
 const SWITCHOVER_PAUSE_MS = 10_000;
 
@@ -78,7 +84,14 @@ export async function startRedisSentinelGroup(options: RedisSentinelGroupOptions
   const clients: Redis[] = [];
   const auth = user ? { username: user.name, password: user.password } : {};
   const client = (port: number) => {
-    const redis = new Redis({ port, host: '127.0.0.1', ...auth, maxRetriesPerRequest: 1, lazyConnect: true });
+    const redis = new Redis({
+      port,
+      host: '127.0.0.1',
+      ...auth,
+      maxRetriesPerRequest: 1,
+      lazyConnect: true,
+      ...QUICK_CLOSE,
+    });
     redis.on('error', () => undefined);
     clients.push(redis);
     return redis;
@@ -91,6 +104,7 @@ export async function startRedisSentinelGroup(options: RedisSentinelGroupOptions
       maxRetriesPerRequest: 1,
       commandTimeout: 1000,
       lazyConnect: true,
+      ...QUICK_CLOSE,
     });
     redis.on('error', () => undefined);
     clients.push(redis);
