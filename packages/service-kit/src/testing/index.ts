@@ -4,3 +4,4 @@ export * from './redis-sentinels';
 export * from './redis-server';
 export * from './redis-tls';
 export * from './tcp-link';
+export * from './redis-monitor';

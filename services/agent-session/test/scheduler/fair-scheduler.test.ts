@@ -4,6 +4,7 @@ import { SessionStore, type OrganizationTurnLimits } from '../../src/store/sessi
 import { TurnScheduler, type ClaimedTurn } from '../../src/store/turn-scheduler';
 import { sessionKeys } from '../../src/store/session-keys';
 import { WorkerRegistration } from '../../src/worker/worker-registry';
+import { commandsDuring } from '@tollway/service-kit/testing';
 import { deleteKeys, testPrefix } from '../api/api-harness';
 
 // The fair turn scheduler's Lua on real Redis, played by hand: sends (the API's start script),
@@ -320,23 +321,20 @@ it("leases the turns of one claim until the Redis clock's now plus the lease lif
   expect(Number(deadlines[0])).toBeLessThan(before + LEASE_MS + 5_000);
   // Nothing waits now: a claim (and an end that claims) run no TIME, and an end that gives its slot
   // back without making its organization ready looks at the ready set once.
-  const monitor = await redis.monitor();
-  const commands: string[] = [];
-  const readyReads: string[] = [];
-  monitor.on('monitor', (_time: string, args: string[]) => {
-    commands.push(String(args[0]).toLowerCase());
-    if (String(args[0]).toLowerCase() === 'zrange' && args[1] === sessionKeys(prefix).ready) readyReads.push('zrange');
-  });
-  try {
+  const seen = await commandsDuring(redis, async () => {
     expect(await scheduler.claim(4, LEASE_MS, false)).toEqual([]);
     for (const turn of claimed)
       expect((await scheduler.finish(turn, { kind: 'error', error: 'x' }, 4, LEASE_MS)).next).toEqual([]);
-    await redis.ping();
-    for (let i = 0; i < 100 && !commands.includes('ping'); i++) await new Promise((r) => setTimeout(r, 5));
-    expect(commands.filter((command) => command === 'evalsha')).toHaveLength(3);
-    expect(commands).not.toContain('time');
-    expect(readyReads).toHaveLength(1 + claimed.length);
-  } finally {
-    monitor.disconnect();
-  }
+  });
+  // Other test files share this Redis: only this file's commands count, those naming its keys and
+  // those its scripts ran (MONITOR shows a script's commands, source 'lua', right after its call).
+  const name = ({ args }: { args: string[] }) => args[0]?.toLowerCase();
+  let caller = false;
+  const ours = seen.filter(({ args, source }) => {
+    if (source !== 'lua') caller = args.some((arg) => arg.startsWith(prefix));
+    return caller;
+  });
+  expect(ours.filter((command) => name(command) === 'evalsha')).toHaveLength(3);
+  expect(ours.filter((command) => name(command) === 'zrange')).toHaveLength(1 + claimed.length);
+  expect(ours.map(name)).not.toContain('time');
 });

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { observeScriptCalls } from '@tollway/accounts';
 import { SessionEvent } from '@tollway/contracts';
 import { createLogger } from '@tollway/service-kit';
+import { commandsDuring } from '@tollway/service-kit/testing';
 import { streamKeys } from '../../src/store/event-log-keys';
 import { sessionKeys } from '../../src/store/session-keys';
 import { SessionStore } from '../../src/store/session-store';
@@ -186,19 +187,14 @@ it("a turn's end asks for readers and a log only on a session a reader once join
   // A session an earlier build made has no readers field; a reader of that build is on it.
   await redis.hdel(sessionKeys(prefix).session(older.sessionId), 'readers');
   await redis.set(keys.watch(older.sessionId), '1', 'PX', 10_000);
-  const monitor = await redis.monitor();
-  const asked: string[] = [];
-  monitor.on('monitor', (_time: string, args: string[]) => {
-    // Other test files share this Redis: only this file's keys count.
-    if (String(args[0]).toLowerCase() === 'exists' && String(args[1]).startsWith(prefix)) asked.push(String(args[1]));
-  });
-  try {
+  const commands = await commandsDuring(redis, async () => {
     for (const turn of [unread, read, older]) expect(await finish(turn.sessionId, turn.turnId)).toBe('applied');
-    await waitFor(async () => asked.includes(keys.events(older.sessionId)));
-    expect(asked).toEqual([keys.events(read.sessionId), keys.events(older.sessionId)]);
-  } finally {
-    monitor.disconnect();
-  }
+  });
+  // Other test files share this Redis: only this file's keys count.
+  const asked = commands
+    .filter(({ args }) => args[0]?.toLowerCase() === 'exists' && args[1]?.startsWith(prefix))
+    .map(({ args }) => args[1]);
+  expect(asked).toEqual([keys.events(read.sessionId), keys.events(older.sessionId)]);
   const types = async (sessionId: string) =>
     ((await redis.xrange(keys.events(sessionId), '-', '+')) as Array<[string, string[]]>).map(([, f]) => f[1]);
   expect(await types(unread.sessionId)).toEqual([]);
