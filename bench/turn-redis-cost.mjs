@@ -7,21 +7,26 @@
 // pass of its own, the commands per turn by cause (BullMQ, the session scripts, long-poll reads,
 // the worker registry, pub/sub, the gateway call); then a governed chat request's Redis work
 // (wrk, or a Node loop, against the gateway alone). Then new ÷ base.
-// Usage: node bench/turn-redis-cost.mjs [--base DIR] [--seconds 10] [--clients 32] [--rounds 2] [--apis 2] [--workers 2]
+// With them, Redis's wake-ups per turn: its voluntary context switches, each the end of a sleep in
+// epoll_wait that new commands broke (see the session README, "The ceiling of one Redis").
+// Usage: node bench/turn-redis-cost.mjs [--base DIR] [--seconds 10] [--clients 32] [--rounds 2] [--apis 2] [--workers 2] [--pin]
 //   --apis, --workers: the session API replicas and workers (4 agent processes each) of each platform.
+//   --pin: Redis on CPU 0 alone and everything else on the other CPUs, as on the 16-core host.
 import { resolve } from 'node:path';
 import http from 'node:http';
 import { benchArgs } from './lib/args.mjs';
 import { CAUSES, clientNames, monitorCauses } from './lib/redis-monitor.mjs';
-import { perUnit, quantile, sessionClient, startSessionPlatform } from './lib/session-rig.mjs';
+import { perUnit, pinToOtherCores, quantile, sessionClient, startSessionPlatform } from './lib/session-rig.mjs';
 
 const args = benchArgs(
-  'node bench/turn-redis-cost.mjs [--base DIR] [--seconds 10] [--clients 32] [--rounds 2] [--apis 2] [--workers 2]',
+  'node bench/turn-redis-cost.mjs [--base DIR] [--seconds 10] [--clients 32] [--rounds 2] [--apis 2] [--workers 2] [--pin]',
   {
     numbers: { seconds: 10, clients: 32, rounds: 2, apis: 2, workers: 2 },
     strings: { base: null },
+    flags: ['pin'],
   },
 );
+if (args.pin) pinToOtherCores(0);
 const builds = { new: resolve(new URL('..', import.meta.url).pathname) };
 if (args.base) builds.base = resolve(args.base);
 
@@ -33,7 +38,12 @@ for (const [name, root] of Object.entries(builds)) {
 report();
 
 async function measure(root) {
-  const platform = await startSessionPlatform(root, { apis: args.apis, workers: args.workers, concurrency: 4 });
+  const platform = await startSessionPlatform(root, {
+    apis: args.apis,
+    workers: args.workers,
+    concurrency: 4,
+    ...(args.pin ? { redisCore: 0 } : {}),
+  });
   try {
     const org = await platform.organization('cost');
     const client = sessionClient(platform.apiUrls, org.key);
@@ -61,6 +71,7 @@ async function measure(root) {
       turnsPerSecond: median(rounds.map((r) => r.turnsPerSecond)),
       commands: median(rounds.map((r) => r.commands)),
       cpuUs: median(rounds.map((r) => r.cpuUs)),
+      wakeups: median(rounds.map((r) => r.wakeups)),
       p50: quantile(latencies, 0.5),
       p99: quantile(latencies, 0.99),
       best,
@@ -144,7 +155,7 @@ function report() {
   ];
   for (const [name, r] of Object.entries(results)) {
     lines.push(
-      `| ${name} | ${r.turnsPerSecond.toFixed(0)} | ${r.p50.toFixed(0)} / ${r.p99.toFixed(0)} | ${r.commands.toFixed(1)} commands, ${r.cpuUs.toFixed(0)} µs CPU | ${CAUSES.map((cause) => r.causes[cause].toFixed(1)).join(' | ')} | ${r.chat.commands.toFixed(2)} commands, ${r.chat.cpuUs.toFixed(1)} µs CPU |`,
+      `| ${name} | ${r.turnsPerSecond.toFixed(0)} | ${r.p50.toFixed(0)} / ${r.p99.toFixed(0)} | ${r.commands.toFixed(1)} commands, ${r.cpuUs.toFixed(0)} µs CPU, ${r.wakeups.toFixed(2)} wake-ups | ${CAUSES.map((cause) => r.causes[cause].toFixed(1)).join(' | ')} | ${r.chat.commands.toFixed(2)} commands, ${r.chat.cpuUs.toFixed(1)} µs CPU |`,
     );
   }
   console.log(lines.join('\n'));
@@ -159,7 +170,7 @@ function report() {
   if (results.base) {
     const [fresh, base] = [results.new, results.base];
     console.log(
-      `new ÷ base: turns/s ${(fresh.turnsPerSecond / base.turnsPerSecond).toFixed(3)}, Redis commands per turn ${(fresh.commands / base.commands).toFixed(3)} (${fresh.commands.toFixed(1)} vs ${base.commands.toFixed(1)}), Redis CPU per turn ${(fresh.cpuUs / base.cpuUs).toFixed(3)} (${fresh.cpuUs.toFixed(0)} vs ${base.cpuUs.toFixed(0)} µs)`,
+      `new ÷ base: turns/s ${(fresh.turnsPerSecond / base.turnsPerSecond).toFixed(3)}, Redis commands per turn ${(fresh.commands / base.commands).toFixed(3)} (${fresh.commands.toFixed(1)} vs ${base.commands.toFixed(1)}), Redis CPU per turn ${(fresh.cpuUs / base.cpuUs).toFixed(3)} (${fresh.cpuUs.toFixed(0)} vs ${base.cpuUs.toFixed(0)} µs), Redis wake-ups per turn ${(fresh.wakeups / base.wakeups).toFixed(3)} (${fresh.wakeups.toFixed(2)} vs ${base.wakeups.toFixed(2)})`,
     );
   }
 }

@@ -3,11 +3,11 @@
 // simulated engine (the workers' service key; organizations made through its admin API), API
 // replicas and workers of the build's session service, and a webhook receiver that records when
 // each turn's callback arrives. Built code only (`pnpm build` in the build's checkout first).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from '../../packages/service-kit/dist/testing/free-port.js';
@@ -15,15 +15,19 @@ import { startService, stopProcess } from './processes.mjs';
 
 const TIMED_AGENT = new URL('../agents/timed-chat.agent.cjs', import.meta.url).pathname;
 
-/** Starts redis-server on a free port, no persistence. Resolves `{ port, url, redis, info(), stop() }`. */
-export async function startBenchRedis() {
+/**
+ * Starts redis-server on a free port, no persistence; with `core`, on that CPU alone (taskset).
+ * Resolves `{ port, url, redis, info(), stop() }`.
+ */
+export async function startBenchRedis({ core } = {}) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'tollway-bench-redis-'));
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
-    { stdio: 'ignore' },
-  );
+  const serverArgs = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
+  // taskset execs redis-server, so the child's pid is the server's.
+  const child =
+    core === undefined
+      ? spawn('redis-server', serverArgs, { stdio: 'ignore' })
+      : spawn('taskset', ['-c', String(core), 'redis-server', ...serverArgs], { stdio: 'ignore' });
   const url = `redis://127.0.0.1:${port}`;
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
   redis.on('error', () => undefined);
@@ -43,8 +47,9 @@ export async function startBenchRedis() {
     url,
     redis,
     /**
-     * Commands processed and CPU seconds (user + system) so far, and per command (INFO
-     * commandstats) its calls and µs (a script's µs include the commands it ran).
+     * Commands processed, CPU seconds (user + system) and wake-ups (the server's voluntary
+     * context switches: each is a sleep in epoll_wait that new commands ended) so far, and per
+     * command (INFO commandstats) its calls and µs (a script's µs include the commands it ran).
      */
     async counters() {
       const text = await redis.info('all');
@@ -56,6 +61,7 @@ export async function startBenchRedis() {
       return {
         commands: field('total_commands_processed'),
         cpu: field('used_cpu_sys') + field('used_cpu_user'),
+        wakeups: voluntarySwitches(child.pid),
         byCommand,
       };
     },
@@ -82,8 +88,28 @@ export function perUnit(before, after, n) {
   return {
     commands: (after.commands - before.commands - 1) / n,
     cpuUs: ((after.cpu - before.cpu) * 1e6) / n,
+    wakeups: (after.wakeups - before.wakeups) / n,
     byCommand,
   };
+}
+
+/**
+ * Moves this process (and so every process it starts from now on) off CPU `core`, which a
+ * benchmark then gives Redis alone, as on a host where Redis has a core of its own (Linux).
+ */
+export function pinToOtherCores(core) {
+  const others = Array.from({ length: availableParallelism() }, (_, i) => i).filter((i) => i !== core);
+  if (others.length === 0) throw new Error('pinning needs 2 CPUs or more');
+  execFileSync('taskset', ['-p', '-c', others.join(','), String(process.pid)], { stdio: 'ignore' });
+}
+
+/** A process's voluntary context switches so far (Linux; NaN elsewhere). */
+function voluntarySwitches(pid) {
+  try {
+    return Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  } catch {
+    return NaN;
+  }
 }
 
 /** Resolves once `check()` is truthy, polling every `stepMs`; rejects after `timeoutMs`. */
@@ -99,10 +125,14 @@ export async function until(check, timeoutMs = 60_000, stepMs = 50) {
 /**
  * Starts a platform of the build checked out at `root`: `apis` session API replicas and `workers`
  * workers of `concurrency` agent processes each, running the built-in chat agent through the
- * gateway (timed: see agents/timed-chat.agent.cjs). Resolves the platform.
+ * gateway (timed: see agents/timed-chat.agent.cjs). `redisCore`: Redis runs on that CPU alone
+ * (see pinToOtherCores for the rest). Resolves the platform.
  */
-export async function startSessionPlatform(root, { apis = 2, workers = 2, concurrency = 4, apiEnv = {} } = {}) {
-  const redis = await startBenchRedis();
+export async function startSessionPlatform(
+  root,
+  { apis = 2, workers = 2, concurrency = 4, apiEnv = {}, redisCore } = {},
+) {
+  const redis = await startBenchRedis({ core: redisCore });
   const started = [];
   const hooks = await startHookReceiver();
   const serviceKey = `svc-${randomBytes(16).toString('hex')}`;
