@@ -104,8 +104,6 @@ async function drive({ url, prefix, org, index, turns, sessions, slots, history 
   const redis = new Redis(url, { enableAutoPipelining: true });
   const subscriber = new Redis(url);
   const replica = `driver${index}`;
-  let delivered = 0;
-  subscriber.on('message', () => delivered++);
   await subscriber.subscribe(replicaEventsChannel(prefix, replica));
   const store = new SessionStore({ redis, prefix });
   const scheduler = new TurnScheduler(redis, prefix);
@@ -160,7 +158,7 @@ async function drive({ url, prefix, org, index, turns, sessions, slots, history 
   const first = [];
   for (let i = 0; i < slots; i++) first.push(...(await scheduler.claim(1, 60_000, false)));
   await Promise.all(first.map(slot));
-  process.send({ type: 'done', turns: ended, delivered });
+  process.send({ type: 'done', turns: ended });
   await new Promise((resolve) => process.on('message', (message) => message.type === 'exit' && resolve()));
   redis.disconnect();
   subscriber.disconnect();

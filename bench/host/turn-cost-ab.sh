@@ -5,7 +5,8 @@
 # (cores 7.., concurrency 8, their agent processes on the worker's core), 3 load processes (the last 3
 # cores, C clients each with a session of its own, one API each, send + long-poll). Prints each run's
 # turns/s, round trip p50/p99, Redis CPU per turn (INFO used_cpu_sys + used_cpu_user), commands per
-# turn and Redis's wake-ups per turn (its voluntary context switches), then the medians and new / base. Runs in the folder pack-ab.sh made (bundle/).
+# turn and Redis's wake-ups per turn (its voluntary context switches), then the medians and new / base.
+# Runs in the folder pack-ab.sh made (bundle/).
 # With SLOWLOG=1, each run then logs every command for 3 s more and prints Redis's own time per turn by
 # command and by script (slowlog.mjs). BUILDS (default "base new") names the bundle's builds to run in each
 # round, in order: a third build copied into the bundle beside them (e.g. "base old new") is measured too,
@@ -58,7 +59,7 @@ run() { # build round
   local lp=() a
   for a in 1 2 3; do U=http://127.0.0.1:1910$a KEY=$KEY C=$C SECS=3 taskset -c "$(core $((NC - 4 + a)))" $NODE "$P/turn-load.mjs" >/dev/null 2>&1 & lp+=($!); done
   wait "${lp[@]}"; lp=()
-  local c0 k0 t0 c1 k1 t1
+  local c0 k0 w0 t0 c1 k1 w1 t1
   c0=$(rcpu); k0=$(rcmd); w0=$(rwake "${pids[0]}"); t0=$(date +%s.%N)
   for a in 1 2 3; do U=http://127.0.0.1:1910$a KEY=$KEY C=$C SECS=$SECS taskset -c "$(core $((NC - 4 + a)))" $NODE "$P/turn-load.mjs" >"$OUT/load-$1-$2-$a.txt" 2>&1 & lp+=($!); done
   wait "${lp[@]}"
