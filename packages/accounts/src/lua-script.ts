@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
 
 /** A Lua script run by EVALSHA, falling back to EVAL once when Redis has not seen it (NOSCRIPT). */
 export interface LuaScript {
@@ -105,6 +105,28 @@ export async function runScripts(redis: Redis, calls: readonly ScriptCall[]): Pr
     }),
   );
   return outcomes;
+}
+
+/**
+ * Adds a call of `script` to `pipeline` (EVALSHA), resolving with its own reply as soon as that
+ * arrives, ahead of the pipeline's later commands (a blocking wait written behind it, say). On
+ * NOSCRIPT it runs again from its source on `fallback`, a connection with nothing blocking on it.
+ */
+export function runInPipeline(
+  script: LuaScript,
+  pipeline: ChainableCommander,
+  keys: readonly string[],
+  args: ReadonlyArray<string | number>,
+  fallback: Redis,
+): Promise<unknown> {
+  const startedAt = observer ? performance.now() : 0;
+  return new Promise<unknown>((resolve, reject) => {
+    pipeline.evalsha(script.sha, keys.length, ...keys, ...args, (err?: Error | null, reply?: unknown) => {
+      if (!err) return resolve(reply);
+      if (!isNoScript(err)) return reject(err);
+      fallback.eval(script.source, keys.length, ...keys, ...args).then(resolve, reject);
+    });
+  }).finally(() => observer?.(script.name, (performance.now() - startedAt) / 1000));
 }
 
 function asError(err: unknown): Error {

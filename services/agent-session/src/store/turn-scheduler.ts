@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { runInPipeline } from '@tollway/accounts';
 import { claimTurnsScript } from './lua/claim-turns.script';
 import { finishTurnScript } from './lua/finish-turn.script';
 import { reapTurnsScript } from './lua/reap-turns.script';
@@ -115,6 +116,31 @@ export class TurnScheduler {
   }
 
   /**
+   * Claims up to `max` turns (as `claim`, with a baton) on `blocking`, with a wait on the wake token
+   * written behind it (waitForWork): Redis reads both at once, runs the claim, then blocks, so a
+   * token left after the claim ends the wait. `claimed` resolves with the claim's own reply.
+   */
+  claimThenWait(
+    blocking: Redis,
+    max: number,
+    leaseTtlMs: number,
+  ): { claimed: Promise<ClaimedTurn[]>; woken: Promise<boolean> } {
+    const pipeline = blocking.pipeline();
+    const reply = runInPipeline(
+      claimTurnsScript,
+      pipeline,
+      [this.keys.ready, this.keys.leases],
+      [this.base, max, leaseTtlMs, 1],
+      this.redis,
+    );
+    const woken = new Promise<boolean>((resolve, reject) => {
+      pipeline.bzpopmin(this.keys.wake, WAKE_TIMEOUT_SECONDS, (err, popped) => (err ? reject(err) : resolve(!!popped)));
+    });
+    void pipeline.exec().catch(() => undefined);
+    return { claimed: reply.then((claimed) => this.withHistories(claimed)), woken };
+  }
+
+  /**
    * Ends a turn its worker ran: releases its lease, ends it compare-and-set, and claims up to
    * `claimNext` turns, all in one step; `events` go to the session's event log with the end.
    */
@@ -173,10 +199,15 @@ export class TurnScheduler {
 
   /**
    * Waits on `blocking` (a connection of its own: the wait holds it) until a wake token is left or
-   * a couple of seconds pass. Resolves either way; the caller claims next.
+   * a couple of seconds pass: true when it took a token. The caller claims next either way.
    */
-  async waitForWork(blocking: Redis): Promise<void> {
-    await blocking.bzpopmin(this.keys.wake, WAKE_TIMEOUT_SECONDS);
+  async waitForWork(blocking: Redis): Promise<boolean> {
+    return (await blocking.bzpopmin(this.keys.wake, WAKE_TIMEOUT_SECONDS)) !== null;
+  }
+
+  /** Leaves a wake token for an idle worker (one this worker took and cannot use). */
+  async wake(): Promise<void> {
+    await this.redis.zadd(this.keys.wake, 0, 'w');
   }
 
   /**
