@@ -75,7 +75,7 @@ async function main(): Promise<void> {
       setTimeout(upgrade, 5000).unref();
     });
   void upgrade();
-  const hub = new SessionEventHub(subscriber, config.redisPrefix);
+  const hub = new SessionEventHub(subscriber, config.redisPrefix, { redis });
   await hub.start();
   const events = new EventReaderHub({
     redis,

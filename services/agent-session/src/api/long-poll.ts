@@ -20,13 +20,15 @@ export async function readSessionWaiting(
   const stopListening = onClientGone(res, () => waiter.dispose());
   try {
     // Registers this replica on the session while it runs, so the turn's end is sent here. A turn
-    // this replica started (and registered on) and has not seen end needs no read at all; one it
-    // saw end (the end overtook this long-poll) needs a plain read, and the registering one only
-    // if a turn started elsewhere since.
+    // this replica started (and registered on) and has not seen end needs no read at all; nor does
+    // one whose end just arrived here (the end overtook this long-poll: see recentEnd); one it saw
+    // end longer ago needs a plain read, and the registering one only if a turn started elsewhere since.
     const read = () => deps.store.getWatched(sessionId, org, deps.hub.replicaId);
     const known = deps.hub.runningTurn(sessionId, org);
+    const end = known ? null : deps.hub.recentEnd(sessionId, org);
     let record: SessionRecord | null;
     if (known) record = { sessionId, status: 'running', org, turnId: known, response: null, error: null };
+    else if (end && isEnd(end)) record = recordFromEvent(end, org);
     else if (deps.hub.endedHere(sessionId, org)) {
       record = await deps.store.get(sessionId, org);
       if (record?.status === 'running') record = await read();
@@ -37,10 +39,7 @@ export async function readSessionWaiting(
       // The end of the very turn we saw running carries its outcome: no second read is needed
       // (the first read checked the org). Anything else (deletion, reconnect) is re-read.
       const event = outcome === 'event' ? waiter.lastEvent() : null;
-      record =
-        event && event.status !== 'deleted' && event.turn_id === record.turnId
-          ? recordFromEvent({ ...event, status: event.status }, org)
-          : await read();
+      record = event && isEnd(event) && event.turn_id === record.turnId ? recordFromEvent(event, org) : await read();
       if (outcome === 'timeout') break;
     }
     return record;
@@ -48,6 +47,10 @@ export async function readSessionWaiting(
     stopListening();
     waiter.dispose();
   }
+}
+
+function isEnd(event: SessionEvent): event is SessionEvent & { status: 'idle' | 'error' } {
+  return event.status === 'idle' || event.status === 'error';
 }
 
 function recordFromEvent(event: SessionEvent & { status: 'idle' | 'error' }, org: string | null): SessionRecord {

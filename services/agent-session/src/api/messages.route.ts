@@ -57,6 +57,9 @@ export function messagesRouter(deps: SessionRouteDeps): Router {
         traceparent: requestTraceparent(res),
       };
       const limits = await deps.limits.limitsOf(org);
+      // What this replica knew of the session's turns is void once the send may have run (its
+      // reply may be lost): nothing stale is answered from it (see SessionEventHub.recentEnd).
+      deps.hub.forgetSession(sessionId);
       // The message is appended and the turn queued in one step: an accepted turn is never lost.
       const { result } = await deps.store.startTurn(
         sessionId,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { SessionEventHub } from './session-event-hub';
-import { replicaEventsChannel, sessionEventsChannel } from './session-keys';
+import { END_ANSWER_MS, SessionEventHub } from './session-event-hub';
+import { endAnswersChannel, replicaEventsChannel, sessionEventsChannel } from './session-keys';
 
 const prefix = `test-${randomUUID()}:`;
 let subscriber: Redis;
@@ -138,6 +138,139 @@ describe('SessionEventHub', () => {
       expect(hub.runningTurn('k4', null)).toBeNull();
       expect(hub.runningTurn('k5', null)).toBeNull();
       expect(hub.endedHere('k6', null)).toBe(false);
+    });
+  });
+
+  describe('answers from the end of a turn it started (recentEnd)', () => {
+    let now = 0;
+    let answering: SessionEventHub;
+    let sub: Redis;
+    const end = (sessionId: string, turnId: string, extra: Record<string, unknown> = {}) =>
+      publisher.publish(
+        replicaEventsChannel(`${prefix}answers:`, answering.replicaId),
+        JSON.stringify({
+          session_id: sessionId,
+          turn_id: turnId,
+          status: 'idle',
+          response: '{"role":"assistant"}',
+          ...extra,
+        }),
+      );
+    const settle = () => new Promise((r) => setTimeout(r, 30));
+
+    beforeAll(async () => {
+      sub = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+      answering = new SessionEventHub(sub, `${prefix}answers:`, {
+        redis: publisher,
+        clock: () => now,
+        peerCheckMs: 50,
+      });
+      await answering.start();
+    });
+    afterAll(async () => {
+      answering.close();
+      await sub.quit();
+    });
+    beforeEach(() => {
+      now = Date.now();
+    });
+
+    it('holds the end for END_ANSWER_MS, for the same org, until the next send here or a deletion', async () => {
+      answering.noteStarted('r1', 'rt1', 'org-a');
+      expect(answering.recentEnd('r1', 'org-a')).toBeNull(); // running: not ended
+      await end('r1', 'rt0'); // an earlier turn's end is not held
+      await settle();
+      expect(answering.recentEnd('r1', 'org-a')).toBeNull();
+      await end('r1', 'rt1');
+      await settle();
+      expect(answering.recentEnd('r1', 'org-a')).toMatchObject({ session_id: 'r1', turn_id: 'rt1', status: 'idle' });
+      expect(answering.recentEnd('r1', 'org-b')).toBeNull();
+      now += END_ANSWER_MS + 1;
+      expect(answering.recentEnd('r1', 'org-a')).toBeNull();
+      expect(answering.endedHere('r1', 'org-a')).toBe(true); // still a hint for a plain read
+      now -= END_ANSWER_MS + 1;
+      answering.forgetSession('r1'); // a send here, before its script runs
+      expect(answering.recentEnd('r1', 'org-a')).toBeNull();
+      expect(answering.endedHere('r1', 'org-a')).toBe(false);
+      answering.noteStarted('r2', 'rt2', null);
+      await end('r2', 'rt2');
+      await settle();
+      expect(answering.recentEnd('r2', null)).not.toBeNull();
+      await publisher.publish(
+        sessionEventsChannel(`${prefix}answers:`),
+        JSON.stringify({ session_id: 'r2', status: 'deleted' }),
+      );
+      await settle();
+      expect(answering.recentEnd('r2', null)).toBeNull();
+    });
+
+    it('drops it when another replica starts a turn on the session, and not for that very turn', async () => {
+      answering.noteStarted('r3', 'rt3', null);
+      await end('r3', 'rt3');
+      await settle();
+      expect(answering.recentEnd('r3', null)).not.toBeNull();
+      const started = (turnId: string) =>
+        publisher.publish(
+          replicaEventsChannel(`${prefix}answers:`, answering.replicaId),
+          JSON.stringify({ session_id: 'r3', turn_id: turnId, status: 'running' }),
+        );
+      await started('rt3'); // a late notice of the turn it holds the end of changes nothing
+      await settle();
+      expect(answering.recentEnd('r3', null)).not.toBeNull();
+      const waiter = answering.register('r3');
+      const woken = waiter.next(Date.now() + 100);
+      await started('rt4');
+      await settle();
+      expect(answering.recentEnd('r3', null)).toBeNull();
+      expect(answering.endedHere('r3', null)).toBe(false);
+      await expect(woken).resolves.toBe('timeout'); // a start wakes no long-poll
+      waiter.dispose();
+    });
+
+    it('holds no end over a tenth of its budget, and none while a replica of an earlier build is up', async () => {
+      answering.noteStarted('r4', 'rt4', null);
+      await end('r4', 'rt4', { response: JSON.stringify({ role: 'assistant', content: 'x'.repeat(900_000) }) });
+      await settle();
+      expect(answering.recentEnd('r4', null)).toBeNull();
+      expect(answering.endedHere('r4', null)).toBe(true);
+      // An earlier build's replica listens on the shared channel but not on the answers channel.
+      const earlier = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
+      try {
+        await earlier.subscribe(sessionEventsChannel(`${prefix}answers:`));
+        answering.noteStarted('r5', 'rt5', null);
+        await end('r5', 'rt5');
+        await new Promise((r) => setTimeout(r, 150));
+        expect(answering.endedHere('r5', null)).toBe(true);
+        expect(answering.recentEnd('r5', null)).toBeNull();
+        await earlier.subscribe(endAnswersChannel(`${prefix}answers:`)); // now it is of this build
+        await new Promise((r) => setTimeout(r, 150));
+        expect(answering.recentEnd('r5', null)).not.toBeNull();
+      } finally {
+        earlier.disconnect();
+      }
+    });
+
+    it('keeps the ends it holds within its byte budget, dropping the oldest', async () => {
+      const big = JSON.stringify({ role: 'assistant', content: 'y'.repeat(780_000) });
+      for (let i = 0; i < 11; i++) {
+        answering.noteStarted(`b${i}`, `bt${i}`, null);
+        await end(`b${i}`, `bt${i}`, { response: big });
+      }
+      await settle();
+      expect(answering.recentEnd('b0', null)).toBeNull();
+      expect(answering.endedHere('b0', null)).toBe(true);
+      expect(answering.recentEnd('b10', null)).not.toBeNull();
+    });
+
+    it('answers nothing without a connection for commands (a hub that cannot check its peers)', async () => {
+      hub.noteStarted('r6', 'rt6', null);
+      await publisher.publish(
+        replicaEventsChannel(prefix, hub.replicaId),
+        JSON.stringify({ session_id: 'r6', turn_id: 'rt6', status: 'idle' }),
+      );
+      await settle();
+      expect(hub.endedHere('r6', null)).toBe(true);
+      expect(hub.recentEnd('r6', null)).toBeNull();
     });
   });
 });

@@ -109,6 +109,16 @@ export function replicaEventsChannel(prefix: string, replicaId: string): string 
   return `${sessionEventsChannel(prefix)}:${replicaId}`;
 }
 
+/**
+ * A channel nothing is published on: API replicas that answer long-polls from the turn ends they
+ * hold (and whose sends tell the replica that accepted a session's previous turn of the next one)
+ * subscribe to it, so its subscriber count against the shared channel's says whether any replica
+ * of an earlier build is up (see SessionEventHub).
+ */
+export function endAnswersChannel(prefix: string): string {
+  return `${sessionEventsChannel(prefix)}:answers-from-ends`;
+}
+
 /** Channel on which a deletion publishes `{ session_id, turn_id }` JSON of the turn it cancels. */
 export function turnCancelChannel(prefix: string): string {
   return `${prefix}turn-cancel`;

@@ -290,6 +290,7 @@ export class SessionStore {
         limits.maxRunningTurns,
         RUNNING_SCORE,
         waiter,
+        this.eventsChannel,
       ],
     )) as [StartTurnResult, number?];
     return waiting === undefined ? { result } : { result, waiting: Number(waiting) };

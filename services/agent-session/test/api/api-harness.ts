@@ -52,6 +52,10 @@ export type ReplicaOptions = ReplicaConnection &
 /** Where a replica's Redis is: the shared one unless told (a private one, for outage tests). */
 interface ReplicaConnection {
   redisUrl?: string;
+  /** false: the hub never answers a long-poll from a turn's end (default: as main-api.ts, it does). */
+  endAnswers?: boolean;
+  /** The hub's clock (how long ago a turn's end arrived). */
+  hubClock?: () => number;
   /** Serve the session event streams, with these hub options (defaults: 15 s heartbeat, 1 MiB buffer, 1000 streams). */
   events?: Partial<
     Pick<EventReaderHubOptions, 'heartbeatMs' | 'clientBufferBytes' | 'maxStreamsPerOrg' | 'watchTtlMs'>
@@ -70,7 +74,11 @@ export async function startReplica(prefix: string, options: ReplicaOptions = {})
   const redis = new Redis(url, { connectionName: `${connectionTag}:api` });
   const subscriber = new Redis(url, { connectionName: `${connectionTag}:events`, maxRetriesPerRequest: null });
   const store = new SessionStore({ redis, prefix, clock: options.clock });
-  const hub = new SessionEventHub(subscriber, prefix);
+  // As main-api.ts makes it (long-polls that a turn's end overtook answered from it), unless told.
+  const hub = new SessionEventHub(subscriber, prefix, {
+    ...(options.endAnswers === false ? {} : { redis }),
+    ...(options.hubClock ? { clock: options.hubClock } : {}),
+  });
   await hub.start();
   const limits =
     options.limits ??

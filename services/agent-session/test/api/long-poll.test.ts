@@ -6,6 +6,7 @@ import request from 'supertest';
 import { Redis } from 'ioredis';
 import { sessionEventsChannel } from '../../src/store/session-store';
 import { replicaEventsChannel } from '../../src/store/session-keys';
+import { END_ANSWER_MS } from '../../src/store/session-event-hub';
 import { deleteKeys, serve, startReplica, testPrefix, type ApiReplica } from './api-harness';
 
 const prefix = testPrefix();
@@ -13,12 +14,18 @@ let a: ApiReplica;
 let b: ApiReplica;
 let server: Awaited<ReturnType<typeof serve>>;
 
+/** How far replica a's hub clock runs ahead (how old the turn ends it holds seem). */
+let skew = 0;
+
 /** Replica a's access log lines. */
 const logged: Array<Record<string, unknown>> = [];
 
 beforeAll(async () => {
   // Two replicas with their own connections and hubs: waits on one, turns end through the other.
-  a = await startReplica(prefix, { accessLog: { info: (_message, fields) => logged.push(fields) } });
+  a = await startReplica(prefix, {
+    accessLog: { info: (_message, fields) => logged.push(fields) },
+    hubClock: () => Date.now() + skew,
+  });
   b = await startReplica(prefix);
   server = await serve(a.app);
 });
@@ -28,6 +35,16 @@ afterAll(async () => {
   await Promise.all([a.close(), b.close()]);
   await deleteKeys(prefix);
 });
+
+/** A session whose turn replica a accepted and b ended; its end has reached a. */
+async function endedOnA(content: string): Promise<{ id: string; reply: { role: 'assistant'; content: string } }> {
+  const { id, turnId } = await runningSession();
+  const reply = { role: 'assistant' as const, content };
+  expect(await b.store.finishTurn(id, turnId, { kind: 'success', append: [reply], response: reply })).toBe('applied');
+  for (let i = 0; i < 200 && !a.hub.endedHere(id, null); i++) await new Promise((r) => setTimeout(r, 5));
+  expect(a.hub.endedHere(id, null)).toBe(true);
+  return { id, reply };
+}
 
 async function runningSession(): Promise<{ id: string; turnId: string }> {
   const id = (await request(a.app).post('/sessions')).body.session_id as string;
@@ -315,11 +332,16 @@ describe('a long-poll on the replica that accepted the send', () => {
       );
       expect((await pending).body).toEqual({ session_id: id, status: 'idle', response: reply, error: null });
       expect(reads).not.toHaveBeenCalled();
-      // Once ended here, the next long-poll reads plainly (and answers at once), registering nothing.
+      // Once ended here, the next long-poll is answered from the end (it just arrived), reading nothing.
       const plain = jest.spyOn(a.store, 'get');
       try {
-        expect((await request(server.url).get(`/sessions/${id}?wait=true&timeout=10`)).body.status).toBe('idle');
-        expect(plain).toHaveBeenCalledTimes(1);
+        expect((await request(server.url).get(`/sessions/${id}?wait=true&timeout=10`)).body).toEqual({
+          session_id: id,
+          status: 'idle',
+          response: reply,
+          error: null,
+        });
+        expect(plain).not.toHaveBeenCalled();
         expect(reads).not.toHaveBeenCalled();
       } finally {
         plain.mockRestore();
@@ -329,24 +351,33 @@ describe('a long-poll on the replica that accepted the send', () => {
     }
   });
 
-  it('reads plainly when the end overtook the long-poll, and registers when a turn started elsewhere since', async () => {
-    const id = (await request(a.app).post('/sessions')).body.session_id as string;
-    expect((await request(a.app).post(`/sessions/${id}/messages`).send({ content: 'q' })).status).toBe(202);
-    const first = (await b.store.get(id, null))?.turnId ?? '';
-    const reply = { role: 'assistant' as const, content: 'first' };
-    expect(await b.store.finishTurn(id, first, { kind: 'success', append: [reply], response: reply })).toBe('applied');
-    for (let i = 0; i < 200 && !a.hub.endedHere(id, null); i++) await new Promise((r) => setTimeout(r, 5));
-    expect(a.hub.endedHere(id, null)).toBe(true);
-    // The end reached replica a before its long-poll: a plain read answers, with nothing registered.
+  it('answers from the end that overtook the long-poll, and reads once it is older than END_ANSWER_MS', async () => {
+    const { id, reply } = await endedOnA('first');
     const plain = jest.spyOn(a.store, 'get');
     const reads = jest.spyOn(a.store, 'getWatched');
     try {
       const res = await request(server.url).get(`/sessions/${id}?wait=true&timeout=10`);
       expect(res.body).toEqual({ session_id: id, status: 'idle', response: reply, error: null });
+      expect([plain.mock.calls.length, reads.mock.calls.length]).toEqual([0, 0]);
+      // Later, the end is a hint: a plain read answers, with nothing registered.
+      skew = END_ANSWER_MS + 1;
+      const later = await request(server.url).get(`/sessions/${id}?wait=true&timeout=10`);
+      expect(later.body).toEqual({ session_id: id, status: 'idle', response: reply, error: null });
       expect([plain.mock.calls.length, reads.mock.calls.length]).toEqual([1, 0]);
       expect(await a.redis.hget(`${prefix}{sessions}:s:${id}`, 'waiters')).toBe('');
-      // Another replica starts the next turn: a's hint is stale, its plain read finds the turn
-      // running, and the registering read follows, so the turn's end is published to a.
+    } finally {
+      skew = 0;
+      plain.mockRestore();
+      reads.mockRestore();
+    }
+  });
+
+  it('reads, and waits, when another replica started a turn since the end it holds', async () => {
+    const { id, reply } = await endedOnA('first');
+    expect(a.hub.recentEnd(id, null)).not.toBeNull();
+    const reads = jest.spyOn(a.store, 'getWatched');
+    try {
+      // Replica b's send tells a (the replica of the session's previous send) of the new turn.
       expect((await request(b.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status).toBe(202);
       const second = (await b.store.get(id, null))?.turnId ?? '';
       const pending = request(server.url)
@@ -354,14 +385,33 @@ describe('a long-poll on the replica that accepted the send', () => {
         .then((r) => r);
       await waitersRegistered(1);
       for (let i = 0; i < 200 && reads.mock.calls.length < 1; i++) await new Promise((r) => setTimeout(r, 5));
-      expect([plain.mock.calls.length, reads.mock.calls.length]).toEqual([2, 1]);
+      expect(reads).toHaveBeenCalledTimes(1);
       expect((await a.redis.hget(`${prefix}{sessions}:s:${id}`, 'waiters'))?.split(' ')).toContain(a.hub.replicaId);
       expect(await b.store.finishTurn(id, second, { kind: 'error', error: 'boom' })).toBe('applied');
       expect((await pending).body).toEqual({ session_id: id, status: 'error', response: reply, error: 'boom' });
+      expect(await a.redis.hget(`${prefix}{sessions}:s:${id}`, 'sent_on')).toBe(b.hub.replicaId);
     } finally {
-      plain.mockRestore();
       reads.mockRestore();
     }
+  });
+
+  it('answers nothing from the end it holds once a send of its own may have run', async () => {
+    const { id } = await endedOnA('first');
+    // The send's script runs, but its reply is lost (a timeout): the session runs a turn nobody noted.
+    const startTurn = a.store.startTurn.bind(a.store);
+    const lost = jest.spyOn(a.store, 'startTurn').mockImplementationOnce(async (...args) => {
+      await startTurn(...args);
+      throw new Error('Command timed out');
+    });
+    try {
+      expect(
+        (await request(a.app).post(`/sessions/${id}/messages`).send({ content: 'again' })).status,
+      ).toBeGreaterThanOrEqual(500);
+    } finally {
+      lost.mockRestore();
+    }
+    const res = await request(server.url).get(`/sessions/${id}?wait=true&timeout=0.2`);
+    expect(res.body).toMatchObject({ session_id: id, status: 'running' });
   });
 
   it("reads for another organization's key, and answers 404", async () => {

@@ -16,7 +16,10 @@ import { LUA_ACTIVATE } from './scheduler.lua';
  * history may hold, ARGV[9] the turn's job JSON, ARGV[10] the most turns the organization may have
  * waiting (0 = no limit), ARGV[11] its weight, ARGV[12] its cap on running turns (0 = none),
  * ARGV[13] the activity score of a running session, ARGV[14] the accepting API replica's id, put in
- * `waiters` so the turn's end is published on its channel ('' = none; see SessionEventHub)
+ * `waiters` so the turn's end is published on its channel ('' = none; see SessionEventHub), and in
+ * `sent_on`: the replica of the session's previous send, when another, is told of the new turn
+ * (`{ session_id, status: 'running', turn_id }` on its channel), since it may hold the previous
+ * turn's end to answer long-polls from (SessionEventHub.recentEnd), ARGV[15] the events channel
  * returns { 'ok' }, { 'missing' } (absent or another org's), { 'busy' } (a turn is running),
  * { 'full' } (the message would take the history past ARGV[8]; sessions made before the count start
  * at 0) or { 'queue_full', waiting } (the organization has ARGV[10] turns waiting)
@@ -24,7 +27,7 @@ import { LUA_ACTIVATE } from './scheduler.lua';
 export const startTurnScript = luaScript(
   `${LUA_ACTIVATE}
 local base, sid, org, tid, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local s = redis.call('HMGET', KEYS[1], 'status', 'org', 'history_bytes')
+local s = redis.call('HMGET', KEYS[1], 'status', 'org', 'history_bytes', 'sent_on')
 if not s[1] or s[2] ~= org then return { 'missing' } end
 if s[1] == 'running' then return { 'busy' } end
 local held = tonumber(s[3] or '0') + tonumber(ARGV[7])
@@ -33,11 +36,16 @@ local o = redis.call('HMGET', KEYS[5], 'waiting', 'running', 'cap', 'vt')
 local waiting = tonumber(o[1] or '0')
 local maxWaiting = tonumber(ARGV[10])
 if maxWaiting > 0 and waiting >= maxWaiting then return { 'queue_full', waiting } end
-if ARGV[14] and ARGV[14] ~= '' then
+local replica = ARGV[14] or ''
+if s[4] and s[4] ~= '' and s[4] ~= replica then
+  redis.call('PUBLISH', ARGV[15] .. ':' .. s[4], cjson.encode({ session_id = sid, status = 'running', turn_id = tid }))
+end
+if replica ~= '' then
   redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held, 'job', ARGV[9],
-    'waiters', ARGV[14])
+    'waiters', replica, 'sent_on', replica)
 else
-  redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held, 'job', ARGV[9])
+  redis.call('HSET', KEYS[1], 'status', 'running', 'turn_id', tid, 'updated_at', now, 'history_bytes', held, 'job', ARGV[9],
+    'sent_on', '')
 end
 if s[1] == 'error' then
   redis.call('HDEL', KEYS[1], 'error')
