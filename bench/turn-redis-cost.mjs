@@ -7,7 +7,8 @@
 // pass of its own, the commands per turn by cause (BullMQ, the session scripts, long-poll reads,
 // the worker registry, pub/sub, the gateway call); then a governed chat request's Redis work
 // (wrk, or a Node loop, against the gateway alone). Then new ÷ base.
-// With them, Redis's wake-ups per turn: its voluntary context switches, each the end of a sleep in
+// With them, Redis's reads of client sockets per turn (each a batch of one client's commands) and
+// its wake-ups per turn: its voluntary context switches, each the end of a sleep in
 // epoll_wait that new commands broke (see the session README, "The ceiling of one Redis").
 // Usage: node bench/turn-redis-cost.mjs [--base DIR] [--seconds 10] [--clients 32] [--rounds 2] [--apis 2] [--workers 2] [--pin]
 //   --apis, --workers: the session API replicas and workers (4 agent processes each) of each platform.
@@ -72,6 +73,7 @@ async function measure(root) {
       commands: median(rounds.map((r) => r.commands)),
       cpuUs: median(rounds.map((r) => r.cpuUs)),
       wakeups: median(rounds.map((r) => r.wakeups)),
+      reads: median(rounds.map((r) => r.reads)),
       p50: quantile(latencies, 0.5),
       p99: quantile(latencies, 0.99),
       best,
@@ -155,7 +157,7 @@ function report() {
   ];
   for (const [name, r] of Object.entries(results)) {
     lines.push(
-      `| ${name} | ${r.turnsPerSecond.toFixed(0)} | ${r.p50.toFixed(0)} / ${r.p99.toFixed(0)} | ${r.commands.toFixed(1)} commands, ${r.cpuUs.toFixed(0)} µs CPU, ${r.wakeups.toFixed(2)} wake-ups | ${CAUSES.map((cause) => r.causes[cause].toFixed(1)).join(' | ')} | ${r.chat.commands.toFixed(2)} commands, ${r.chat.cpuUs.toFixed(1)} µs CPU |`,
+      `| ${name} | ${r.turnsPerSecond.toFixed(0)} | ${r.p50.toFixed(0)} / ${r.p99.toFixed(0)} | ${r.commands.toFixed(1)} commands, ${r.cpuUs.toFixed(0)} µs CPU, ${r.reads.toFixed(2)} reads, ${r.wakeups.toFixed(2)} wake-ups | ${CAUSES.map((cause) => r.causes[cause].toFixed(1)).join(' | ')} | ${r.chat.commands.toFixed(2)} commands, ${r.chat.cpuUs.toFixed(1)} µs CPU |`,
     );
   }
   console.log(lines.join('\n'));
@@ -170,7 +172,7 @@ function report() {
   if (results.base) {
     const [fresh, base] = [results.new, results.base];
     console.log(
-      `new ÷ base: turns/s ${(fresh.turnsPerSecond / base.turnsPerSecond).toFixed(3)}, Redis commands per turn ${(fresh.commands / base.commands).toFixed(3)} (${fresh.commands.toFixed(1)} vs ${base.commands.toFixed(1)}), Redis CPU per turn ${(fresh.cpuUs / base.cpuUs).toFixed(3)} (${fresh.cpuUs.toFixed(0)} vs ${base.cpuUs.toFixed(0)} µs), Redis wake-ups per turn ${(fresh.wakeups / base.wakeups).toFixed(3)} (${fresh.wakeups.toFixed(2)} vs ${base.wakeups.toFixed(2)})`,
+      `new ÷ base: turns/s ${(fresh.turnsPerSecond / base.turnsPerSecond).toFixed(3)}, Redis commands per turn ${(fresh.commands / base.commands).toFixed(3)} (${fresh.commands.toFixed(1)} vs ${base.commands.toFixed(1)}), Redis CPU per turn ${(fresh.cpuUs / base.cpuUs).toFixed(3)} (${fresh.cpuUs.toFixed(0)} vs ${base.cpuUs.toFixed(0)} µs), Redis reads per turn ${(fresh.reads / base.reads).toFixed(3)} (${fresh.reads.toFixed(2)} vs ${base.reads.toFixed(2)}), Redis wake-ups per turn ${(fresh.wakeups / base.wakeups).toFixed(3)} (${fresh.wakeups.toFixed(2)} vs ${base.wakeups.toFixed(2)})`,
     );
   }
 }

@@ -47,8 +47,9 @@ export async function startBenchRedis({ core } = {}) {
     url,
     redis,
     /**
-     * Commands processed, CPU seconds (user + system) and wake-ups (the server's voluntary
-     * context switches: each is a sleep in epoll_wait that new commands ended) so far, and per
+     * Commands processed, CPU seconds (user + system), reads of client sockets (each a batch of
+     * one client's commands, however many) and wake-ups (the server's voluntary context switches:
+     * each is a sleep in epoll_wait that new commands ended) so far, and per
      * command (INFO commandstats) its calls and µs (a script's µs include the commands it ran).
      */
     async counters() {
@@ -61,6 +62,7 @@ export async function startBenchRedis({ core } = {}) {
       return {
         commands: field('total_commands_processed'),
         cpu: field('used_cpu_sys') + field('used_cpu_user'),
+        reads: field('total_reads_processed'),
         wakeups: voluntarySwitches(child.pid),
         byCommand,
       };
@@ -88,6 +90,7 @@ export function perUnit(before, after, n) {
   return {
     commands: (after.commands - before.commands - 1) / n,
     cpuUs: ((after.cpu - before.cpu) * 1e6) / n,
+    reads: ((after.reads ?? 0) - (before.reads ?? 0) - 1) / n,
     wakeups: (after.wakeups - before.wakeups) / n,
     byCommand,
   };
