@@ -157,6 +157,10 @@ describe('SessionEventHub', () => {
         }),
       );
     const settle = () => new Promise((r) => setTimeout(r, 30));
+    /** Waits until the end of `sessionId`'s noted turn has reached the hub (large ones take a while). */
+    const arrived = async (sessionId: string) => {
+      for (let i = 0; i < 400 && !answering.endedHere(sessionId, null); i++) await settle();
+    };
 
     beforeAll(async () => {
       sub = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: null });
@@ -164,6 +168,7 @@ describe('SessionEventHub', () => {
         redis: publisher,
         clock: () => now,
         peerCheckMs: 50,
+        endAnswerBytes: 100_000,
       });
       await answering.start();
     });
@@ -229,8 +234,8 @@ describe('SessionEventHub', () => {
 
     it('holds no end over a tenth of its budget, and none while a replica of an earlier build is up', async () => {
       answering.noteStarted('r4', 'rt4', null);
-      await end('r4', 'rt4', { response: JSON.stringify({ role: 'assistant', content: 'x'.repeat(900_000) }) });
-      await settle();
+      await end('r4', 'rt4', { response: JSON.stringify({ role: 'assistant', content: 'x'.repeat(11_000) }) });
+      await arrived('r4');
       expect(answering.recentEnd('r4', null)).toBeNull();
       expect(answering.endedHere('r4', null)).toBe(true);
       // An earlier build's replica listens on the shared channel but not on the answers channel.
@@ -251,12 +256,12 @@ describe('SessionEventHub', () => {
     });
 
     it('keeps the ends it holds within its byte budget, dropping the oldest', async () => {
-      const big = JSON.stringify({ role: 'assistant', content: 'y'.repeat(780_000) });
+      const big = JSON.stringify({ role: 'assistant', content: 'y'.repeat(9_800) });
       for (let i = 0; i < 11; i++) {
         answering.noteStarted(`b${i}`, `bt${i}`, null);
         await end(`b${i}`, `bt${i}`, { response: big });
       }
-      await settle();
+      await arrived('b10');
       expect(answering.recentEnd('b0', null)).toBeNull();
       expect(answering.endedHere('b0', null)).toBe(true);
       expect(answering.recentEnd('b10', null)).not.toBeNull();

@@ -67,6 +67,8 @@ export interface SessionEventHubOptions {
   clock?: () => number;
   /** How often the replicas up are checked, ms (PEER_CHECK_MS; tests). */
   peerCheckMs?: number;
+  /** Most bytes of turn ends held for answers (END_ANSWER_BYTES; tests). */
+  endAnswerBytes?: number;
 }
 
 /** A turn a replica started: running until its end arrives, then (for a while) that end. */
@@ -120,6 +122,7 @@ export class SessionEventHub {
   private readonly redis: Redis | null;
   private readonly clock: () => number;
   private readonly peerCheckMs: number;
+  private readonly endAnswerBytes: number;
 
   constructor(
     private readonly subscriber: Redis,
@@ -129,6 +132,7 @@ export class SessionEventHub {
     this.redis = options.redis ?? null;
     this.clock = options.clock ?? Date.now;
     this.peerCheckMs = options.peerCheckMs ?? PEER_CHECK_MS;
+    this.endAnswerBytes = options.endAnswerBytes ?? END_ANSWER_BYTES;
     this.channel = sessionEventsChannel(prefix);
     this.ownChannel = replicaEventsChannel(prefix, this.replicaId);
     this.answersChannel = endAnswersChannel(prefix);
@@ -327,7 +331,7 @@ export class SessionEventHub {
     if (known?.turnId === event.turn_id) {
       this.startedTurns.delete(event.session_id);
       const ended: StartedTurn = { turnId: known.turnId, org: known.org, ended: true };
-      if (this.redis && bytes <= END_ANSWER_BYTES / 10) {
+      if (this.redis && bytes <= this.endAnswerBytes / 10) {
         ended.end = event;
         ended.endedAt = this.clock();
         this.holdEnd(event.session_id, known.turnId, ended.endedAt, bytes);
@@ -347,7 +351,7 @@ export class SessionEventHub {
     this.heldBytes += bytes;
     while (this.heldEnds.length > 0) {
       const oldest = this.heldEnds[0] as (typeof this.heldEnds)[number];
-      if (this.heldBytes <= END_ANSWER_BYTES && at - oldest.at <= END_ANSWER_MS) break;
+      if (this.heldBytes <= this.endAnswerBytes && at - oldest.at <= END_ANSWER_MS) break;
       this.heldEnds.shift();
       this.heldBytes -= oldest.bytes;
       const known = this.startedTurns.get(oldest.sessionId);

@@ -32,7 +32,10 @@ beforeAll(() => {
 });
 
 afterEach(async () => {
-  await Promise.all(dispatchers.splice(0).map((dispatcher) => dispatcher.stop()));
+  // Stopped, and their turns ended, before the connections close (no timer or call outlives the test).
+  const stopping = dispatchers.splice(0);
+  await Promise.all(stopping.map((dispatcher) => dispatcher.stop()));
+  await Promise.all(stopping.map((dispatcher) => dispatcher.drained()));
   const keys = await redis.keys(`${prefix}*`);
   if (keys.length > 0) await redis.del(...keys);
 });
@@ -114,7 +117,7 @@ it('claims once a wake, with the next wait in the same write, and not again for 
 it('hands on a token its wait took while every slot was taken, for the next worker that waits', async () => {
   // The worker takes the first send's token and claims all it can (2 of 3): the claim leaves a
   // token for the turn it had no slot for, and the wait written behind the claim takes it.
-  const a = startWorker(2, 3000);
+  const a = startWorker(2, 1000);
   await waitFor(() => a.claims.withWait === 1, 1000);
   await settle(50);
   const sent = [randomUUID(), randomUUID(), randomUUID()];

@@ -87,6 +87,8 @@ export class TurnDispatcher {
         for (const turn of claimed) this.launch(turn);
         if (this.stopping) break;
       }
+      // A slot freed during the claim by a turn that did not look for a successor: claim for it now.
+      if (this.claimDue && this.options.concurrency - this.running > 0) continue;
       // Nothing more to claim now: wait for a token while slots are free, and for a slot to free.
       if (this.options.concurrency - this.running > 0) this.waiting ??= this.waitForWork();
       const kicked = new Promise<'kicked'>((resolve) => (this.kick = () => resolve('kicked')));
